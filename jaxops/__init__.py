@@ -1,0 +1,18 @@
+"""jaxops: differentiable JAX operators that reproduce OpenVINO/ONNX exactly.
+
+GatherND-8, GatherElements-11/13, ScatterNDUpdate-3 and StridedSlice-1 as
+jittable, vmappable functions with forward- and reverse-mode derivatives.
+Shape rules are in `jaxops.shapes`.
+"""
+
+from jaxops import shapes
+from jaxops._gather_elements import gather_elements
+from jaxops._gather_nd import gather_nd
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "gather_elements",
+    "gather_nd",
+    "shapes",
+]

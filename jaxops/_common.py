@@ -1,0 +1,184 @@
+"""Helpers shared by every operator: error formatting, static-attribute
+canonicalization and index normalization.
+
+Everything here runs at trace time on Python values and shapes, except
+`wrap_negative_indices` and `prepare_indices`, which emit a couple of cheap
+elementwise ops on the (possibly traced) index array.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Shape = tuple[int, ...]
+GatherMode = Literal["fill", "clip", "promise_in_bounds"]
+ScatterMode = Literal["drop", "clip", "promise_in_bounds"]
+
+
+def op_error(op: str, message: str, exc: type[Exception] = ValueError) -> Exception:
+  """Returns `exc` with the message prefixed by the operator's versioned name.
+
+  Callers `raise op_error(...)`, so that tracebacks point at the rule that
+  failed rather than at this helper.
+  """
+  return exc(f"{op}: {message}")
+
+
+def _is_tracer(x: Any) -> bool:
+  return isinstance(x, jax.core.Tracer)
+
+
+def static_int(value: Any, op: str, name: str) -> int:
+  """Canonicalizes a static integer attribute (a Python or NumPy int)."""
+  if _is_tracer(value):
+    raise op_error(
+        op, f"{name} must be a static Python int, got a traced value {value}; "
+        "pass it as a static argument (e.g. jax.jit(..., static_argnames=...))",
+        TypeError)
+  if isinstance(value, (bool, np.bool_)):
+    raise op_error(op, f"{name} must be an int, got bool {value!r}", TypeError)
+  if isinstance(value, np.ndarray) and value.ndim == 0:
+    value = value.item()
+  try:
+    return operator.index(value)
+  except TypeError:
+    raise op_error(
+        op, f"{name} must be an int, got {type(value).__name__} {value!r}",
+        TypeError) from None
+
+
+def static_int_tuple(values: Any, op: str, name: str) -> tuple[int, ...]:
+  """Canonicalizes a static int sequence (list, tuple or concrete 1-D array)."""
+  if _is_tracer(values):
+    raise op_error(
+        op, f"{name} must be static (a Python sequence of ints or a NumPy "
+        f"array), got a traced value {values}; pass it as a static argument",
+        TypeError)
+  if isinstance(values, jax.Array):
+    values = np.asarray(values)
+  if isinstance(values, np.ndarray):
+    if values.ndim != 1:
+      raise op_error(
+          op, f"{name} must be 1-D, got an array of shape {values.shape}",
+          ValueError)
+    if not (np.issubdtype(values.dtype, np.integer) or values.size == 0):
+      raise op_error(
+          op, f"{name} must hold integers, got dtype {values.dtype}", TypeError)
+    values = values.tolist()
+  if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+    raise op_error(
+        op, f"{name} must be a sequence of ints, got "
+        f"{type(values).__name__} {values!r}", TypeError)
+  return tuple(static_int(v, op, f"{name}[{i}]") for i, v in enumerate(values))
+
+
+def static_shape(shape: Any, op: str, name: str) -> Shape:
+  """Canonicalizes a shape given to a shape rule; dims must be ints >= 0."""
+  dims = static_int_tuple(shape, op, f"{name} shape")
+  if any(d < 0 for d in dims):
+    raise op_error(op, f"{name} shape {dims} has a negative dim")
+  return dims
+
+
+def canonicalize_axis(axis: Any, rank: int, op: str, name: str = "axis") -> int:
+  """Maps an axis in [-rank, rank - 1] to [0, rank - 1]."""
+  axis = static_int(axis, op, name)
+  if not -rank <= axis < rank:
+    raise op_error(
+        op, f"{name}={axis} must be in [-r, r-1] = [{-rank}, {rank - 1}] "
+        f"for rank r={rank}")
+  return axis % rank
+
+
+def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
+  """Turns Python lists into NumPy arrays and rejects non-integer dtypes.
+
+  Arrays and tracers pass through unchanged, so concrete host indices can
+  still be bounds-checked without a device round trip.
+  """
+  if not isinstance(indices, (jax.Array, np.ndarray, jax.core.Tracer)):
+    indices = np.asarray(indices)
+  check_index_dtype(indices.dtype, op, name)
+  return indices
+
+
+def check_index_dtype(dtype: Any, op: str, name: str = "indices") -> None:
+  """Rejects non-integer index arrays with a TypeError."""
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise op_error(
+        op, f"{name} must have an integer dtype, got {np.dtype(dtype).name}",
+        TypeError)
+
+
+def canonicalize_mode(mode: Any, op: str,
+                      allowed: Sequence[str]) -> lax.GatherScatterMode:
+  """Parses the keyword-only out-of-range `mode` of an operator."""
+  if mode not in allowed:
+    raise op_error(op, f"mode={mode!r} must be one of {tuple(allowed)}")
+  return lax.GatherScatterMode.from_any(
+      "fill" if mode == "drop" else mode)
+
+
+def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
+  """Casts narrow index dtypes up and wraps negative indices.
+
+  `sizes` are the data dims that `indices[..., j]` index (broadcast along the
+  last axis of `indices`), or a single size for element-wise indices.
+
+  Indices narrower than 32 bits are widened first, so that `i + size` cannot
+  overflow (an int8 index into a dim of 300). Unsigned indices are never
+  negative and are left alone. An index still negative after the wrap (below
+  -size) stays negative, so the out-of-range `mode` applies to it.
+  """
+  dtype = indices.dtype
+  if jnp.iinfo(dtype).bits < 32:
+    indices = indices.astype(jnp.int32)
+  if jnp.issubdtype(dtype, jnp.unsignedinteger):
+    return indices
+  sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
+  return jnp.where(indices < 0, indices + sizes_arr, indices)
+
+
+def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
+                          name: str = "indices") -> None:
+  """Raises IndexError for concrete out-of-range indices.
+
+  Tracers (anything under jit/vmap/grad) are skipped: jit cannot raise on
+  values, so the traced path relies on `mode` and on `checkify`. Concrete jax
+  arrays are read back to the host here, which is a sync on the eager path
+  only.
+  """
+  if _is_tracer(indices):
+    return
+  values = np.asarray(indices)
+  if values.size == 0:
+    return
+  sizes_arr = np.asarray(sizes, dtype=np.int64)
+  values = values.astype(np.int64)
+  bad = (values < -sizes_arr) | (values >= sizes_arr)
+  if bad.any():
+    position = tuple(int(p) for p in np.argwhere(bad)[0])
+    raise op_error(
+        op, f"{name}{list(position)}={values[position]} is out of range for "
+        f"a dim of size {np.broadcast_to(sizes_arr, values.shape)[position]} "
+        "(valid: [-s, s-1])", IndexError)
+
+
+def is_float0(tangent: Any) -> bool:
+  """Whether `tangent` is the float0 tangent of an integer or bool primal."""
+  return jnp.result_type(tangent) == jax.dtypes.float0
+
+
+def float0_zeros(shape: Sequence[int]) -> np.ndarray:
+  return np.zeros(shape, dtype=jax.dtypes.float0)
+
+
+def shape_str(shape: Sequence[int]) -> str:
+  return str(tuple(shape))

@@ -1,0 +1,146 @@
+"""GatherElements-11/13 (ONNX).
+
+Derivative design: as for GatherND (see `jaxops._gather_nd`), a
+`jax.custom_jvp` whose tangent rule is the same linear gather; reverse mode
+transposes it into a scatter-add, forward mode evaluates it.
+
+The gather is one `lax.gather` in which every non-axis dim is a batching dim
+of both operand and indices, so the program does not grow with the axis
+length (no one-hot or `choose` formulation) and compiles in constant time.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jaxops import _common
+from jaxops._common import Shape, op_error, shape_str
+from jaxops._gather_nd import _fill
+
+OP = "GatherElements-13"
+
+
+def gather_elements_shape(data_shape: Any, indices_shape: Any,
+                          axis: int = 0) -> Shape:
+  """Output shape of GatherElements-11/13 (= `indices_shape`).
+
+  Raises ValueError unless both ranks are equal and >= 1, `axis` is in
+  `[-r, r-1]` and `indices_shape[d] <= data_shape[d]` for every `d != axis`
+  (onnxruntime/torch semantics: a smaller indices dim covers the leading part
+  of data, it is never broadcast).
+
+  >>> gather_elements_shape((3, 3), (2, 3), axis=0)
+  (2, 3)
+  """
+  data_shape = _common.static_shape(data_shape, OP, "data")
+  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  shapes = (f"(data shape {shape_str(data_shape)}, "
+            f"indices shape {shape_str(indices_shape)})")
+  r = len(data_shape)
+  if r < 1:
+    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  if len(indices_shape) != r:
+    raise op_error(
+        OP, f"rank(indices)={len(indices_shape)} must equal rank(data)={r} "
+        f"{shapes}")
+  a = _common.canonicalize_axis(axis, r, OP)
+  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
+    if d != a and n_idx > n_data:
+      raise op_error(
+          OP, f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
+          f"in every dim other than axis={a} {shapes}")
+  return indices_shape
+
+
+def _gather(data: jax.Array, indices: jax.Array, axis: int,
+            mode: lax.GatherScatterMode, fill_value: Any) -> jax.Array:
+  r = data.ndim
+  if data.shape[axis] == 0 and indices.size:
+    if mode != lax.GatherScatterMode.FILL_OR_DROP:
+      raise op_error(
+          OP, f"cannot gather along axis={axis} of size 0 (data shape "
+          f"{shape_str(data.shape)}): every index is out of range; "
+          "use mode='fill' to get fill values", IndexError)
+    return jnp.full(indices.shape, _fill(data.dtype, fill_value), data.dtype)
+  # Batching dims must match in size: restrict data to the leading part that
+  # a smaller indices dim covers (a no-op when the shapes agree).
+  limits = tuple(data.shape[d] if d == axis else indices.shape[d]
+                 for d in range(r))
+  if limits != data.shape:
+    data = lax.slice(data, (0,) * r, limits)
+  batch = tuple(d for d in range(r) if d != axis)
+  dnums = lax.GatherDimensionNumbers(
+      offset_dims=(),
+      collapsed_slice_dims=(axis,),
+      start_index_map=(axis,),
+      operand_batching_dims=batch,
+      start_indices_batching_dims=batch)
+  return lax.gather(data, indices[..., None], dnums, (1,) * r, mode=mode,
+                    fill_value=fill_value)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
+def _gather_elements(data, indices, axis, mode, fill_value):
+  return _gather(data, indices, axis, mode, fill_value)
+
+
+@_gather_elements.defjvp
+def _gather_elements_jvp(axis, mode, fill_value, primals, tangents):
+  data, indices = primals
+  data_dot, _ = tangents
+  out = _gather(data, indices, axis, mode, fill_value)
+  if _common.is_float0(data_dot):
+    return out, _common.float0_zeros(out.shape)
+  return out, _gather(data_dot, indices, axis, mode, 0)
+
+
+def gather_elements(data: Any, indices: Any, axis: int = 0, *,
+                    mode: _common.GatherMode = "fill",
+                    fill_value: Any = None) -> jax.Array:
+  """Gathers single elements of `data` along `axis` (GatherElements-11/13).
+
+  For rank 3 and `axis=1`: `out[i][j][k] = data[i][indices[i][j][k]][k]`, and
+  likewise for every rank and axis.
+
+  Args:
+    data: array of rank r >= 1, any dtype.
+    indices: integer array of rank r. `indices.shape[d] <= data.shape[d]` for
+      `d != axis` (the output covers the leading part of data; no
+      broadcasting). Values in `[-s, s-1]` with `s = data.shape[axis]`;
+      negative values count from the end.
+    axis: static int in `[-r, r-1]`.
+    mode: out-of-range policy under `jit`: `"fill"` (default; never reads
+      outside `data`), `"clip"` or `"promise_in_bounds"`, as in
+      `jaxops.gather_nd`. Concrete indices are checked eagerly
+      (`IndexError`); `checkify.index_checks` reports traced ones.
+    fill_value: value of out-of-range reads with `mode="fill"` (default as
+      in `jnp.take`: NaN for inexact dtypes).
+
+  Returns:
+    Array of shape `indices.shape` and data's dtype.
+
+  Example:
+    >>> import jax.numpy as jnp, jaxops
+    >>> data = jnp.array([[1, 2], [3, 4]], dtype=jnp.int32)
+    >>> jaxops.gather_elements(data, jnp.array([[0, 0], [1, 0]]), axis=1)
+    Array([[1, 1],
+           [4, 3]], dtype=int32)
+
+  Implements ONNX GatherElements-11 and -13 (the two differ only in the
+  dtypes they list).
+  """
+  data = jnp.asarray(data)
+  indices = _common.as_indices(indices, OP)
+  gather_elements_shape(data.shape, indices.shape, axis)
+  a = _common.canonicalize_axis(axis, data.ndim, OP)
+  gather_mode = _common.canonicalize_mode(mode, OP,
+                                          ("fill", "clip", "promise_in_bounds"))
+  size = data.shape[a]
+  _common.check_concrete_bounds(indices, size, OP)
+  indices = _common.prepare_indices(jnp.asarray(indices), size)
+  return _gather_elements(data, indices, a, gather_mode, fill_value)

@@ -1,0 +1,16 @@
+"""Shape rules of the operators, as pure functions over shapes.
+
+Each function takes the input shapes and static attributes of one operator and
+returns its output shape, raising the same ValueError/TypeError the operator
+raises at trace time. No arrays are needed, so converter authors can run
+OpenVINO/ONNX shape inference with them.
+
+>>> from jaxops import shapes
+>>> shapes.gather_nd((30, 2, 100, 35), (30, 2, 3, 1), batch_dims=2)
+(30, 2, 3, 35)
+"""
+
+from jaxops._gather_elements import gather_elements_shape as gather_elements
+from jaxops._gather_nd import gather_nd_shape as gather_nd
+
+__all__ = ["gather_elements", "gather_nd"]
