@@ -1,0 +1,151 @@
+"""Reference runtimes used as oracles by the differential tests.
+
+Each oracle runs one operator in a real runtime on NumPy inputs:
+
+* `openvino_cpu(make_node, inputs)`: a one-op model compiled on OpenVINO's CPU
+  plugin (2 threads, f32 inference precision forced, so f32 stays f32).
+* `onnxruntime(op_type, inputs, attrs, opset)`: a one-node ONNX model run by
+  onnxruntime's CPU provider.
+* `onnx_node_cases(op_type)`: the node test cases that ship inside the
+  installed `onnx` package (`onnx.backend.test.case.node`).
+
+Compiled models and sessions are cached per (op, attributes, input shapes and
+dtypes), so a test module that draws a few hundred cases pays each compile
+once per distinct signature. The oracle packages are imported lazily: a test
+module that needs one uses `pytest.importorskip` at the top only where the
+package is genuinely optional -- in this project they are part of the `test`
+extra, so a missing oracle is an installation error, not a skip.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+_OV_CONFIG = {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"}
+
+
+@functools.cache
+def _ov_core():
+  import openvino as ov
+  return ov.Core()
+
+
+def _signature(inputs: Sequence[np.ndarray]) -> tuple:
+  return tuple((a.shape, a.dtype.str) for a in inputs)
+
+
+@functools.lru_cache(maxsize=512)
+def _ov_compiled(make_node: Callable, key: Any, signature: tuple):
+  import openvino as ov
+  import openvino.opset8 as opset
+  params = [opset.parameter(list(shape), np.dtype(dtype))
+            for shape, dtype in signature]
+  node = make_node(*params)
+  model = ov.Model([node], params)
+  return _ov_core().compile_model(model, "CPU", _OV_CONFIG)
+
+
+def openvino_cpu(make_node: Callable, inputs: Sequence[np.ndarray],
+                 key: Any = None) -> np.ndarray:
+  """Runs `make_node(*parameters)` on OpenVINO's CPU plugin.
+
+  Args:
+    make_node: builds the op node from OpenVINO `Parameter` nodes, one per
+      input, e.g. `lambda d, i: openvino.opset8.gather_nd(d, i, 2)`. It must be
+      hashable and, with `key`, identify the op and its attributes: pass a
+      module-level function and put the attributes in `key`, or use
+      `functools.partial` with hashable arguments.
+    inputs: NumPy arrays; the parameters take their shapes and dtypes.
+    key: extra cache key (hashable), for attributes not in `make_node`.
+  """
+  inputs = [np.ascontiguousarray(a) for a in inputs]
+  compiled = _ov_compiled(make_node, key, _signature(inputs))
+  return np.asarray(compiled(inputs)[0])
+
+
+def openvino_reference(make_node: Callable, inputs: Sequence[np.ndarray],
+                       out_shape: Sequence[int], out_dtype: Any) -> np.ndarray:
+  """Runs OpenVINO's reference evaluator (`Node.evaluate`) where it exists.
+
+  Used where the CPU plugin is known to be wrong (see NOTES.md). Raises
+  NotImplementedError when the node has no reference evaluator in Python.
+  """
+  import openvino as ov
+  import openvino.opset8 as opset
+  params = [opset.parameter(list(a.shape), a.dtype) for a in inputs]
+  node = make_node(*params)
+  out = ov.Tensor(np.zeros(tuple(out_shape), dtype=out_dtype))
+  ok = node.evaluate([out], [ov.Tensor(np.ascontiguousarray(a))
+                             for a in inputs])
+  if not ok:
+    raise NotImplementedError(f"no reference evaluator for {node.get_type_name()}")
+  return np.array(out.data, copy=True)
+
+
+@functools.lru_cache(maxsize=512)
+def _ort_session(op_type: str, attrs: tuple, opset: int, signature: tuple):
+  import onnxruntime as ort
+  from onnx import helper
+
+  names = [f"x{i}" for i in range(len(signature))]
+  inputs = [
+      helper.make_tensor_value_info(
+          name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape))
+      for name, (shape, dtype) in zip(names, signature)
+  ]
+  # Every operator here returns data's (the first input's) dtype.
+  output = helper.make_tensor_value_info("y", inputs[0].type.tensor_type.elem_type,
+                                         None)
+  node = helper.make_node(op_type, names, ["y"], **dict(attrs))
+  graph = helper.make_graph([node], op_type, inputs, [output])
+  model = helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", opset)])
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = 2
+  options.inter_op_num_threads = 1
+  return ort.InferenceSession(model.SerializeToString(), options,
+                              providers=["CPUExecutionProvider"])
+
+
+def onnxruntime(op_type: str, inputs: Sequence[np.ndarray],
+                attrs: dict[str, Any] | None = None,
+                opset: int = 18) -> np.ndarray:
+  """Runs one ONNX node of `op_type` with `attrs` in onnxruntime."""
+  inputs = [np.ascontiguousarray(a) for a in inputs]
+  attr_key = tuple(sorted((attrs or {}).items()))
+  session = _ort_session(op_type, attr_key, opset, _signature(inputs))
+  feeds = {f"x{i}": a for i, a in enumerate(inputs)}
+  return session.run(None, feeds)[0]
+
+
+@functools.cache
+def _all_onnx_node_cases():
+  from onnx.backend.test.case import node as onnx_node
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    return tuple(onnx_node.collect_testcases(None))
+
+
+def onnx_node_cases(op_type: str) -> list[tuple[str, list[np.ndarray],
+                                               np.ndarray, dict[str, Any]]]:
+  """The `onnx` package's own node tests for `op_type`.
+
+  Returns `(name, inputs, expected_output, attributes)` for every data set of
+  every case whose single node has that op type.
+  """
+  from onnx import helper
+  cases = []
+  for case in _all_onnx_node_cases():
+    nodes = case.model.graph.node
+    if len(nodes) != 1 or nodes[0].op_type != op_type:
+      continue
+    attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
+    for j, (inputs, outputs) in enumerate(case.data_sets or ()):
+      name = case.name if j == 0 else f"{case.name}_{j}"
+      cases.append((name, list(inputs), outputs[0], attrs))
+  return cases
