@@ -1,0 +1,205 @@
+"""The transformation matrix: every operator row under jit, vmap, grad, jvp,
+jacfwd/jacrev, hessian and grad-of-vmap.
+
+Each row is a `Case`: a function of array arguments (static attributes closed
+over), a seeded generator of valid arguments, and which arguments are
+differentiable. A new operator joins the matrix by adding rows to `CASES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxops
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  name: str
+  fn: Callable[..., jax.Array]
+  make_args: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+  diff_argnums: tuple[int, ...]
+
+  def args(self, seed: int = 0) -> tuple[np.ndarray, ...]:
+    return self.make_args(np.random.default_rng(seed))
+
+
+def _floats(rng, shape):
+  return rng.standard_normal(shape)  # float64: the suite runs with x64 on
+
+
+def _indices(rng, sizes, lead_shape):
+  """Valid indices in [-s, s-1], negative ones included, as int64."""
+  sizes = np.asarray(sizes)
+  return rng.integers(-sizes, sizes, size=(*lead_shape, len(sizes)))
+
+
+def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims):
+  b = batch_dims
+
+  def make_args(rng):
+    idx = _indices(rng, data_shape[b:b + k], data_shape[:b] + lead_shape)
+    return _floats(rng, data_shape), idx
+
+  return Case(f"gather_nd_{name}",
+              lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
+              make_args, (0,))
+
+
+def _gather_elements_case(name, data_shape, indices_shape, axis):
+
+  def make_args(rng):
+    s = data_shape[axis]
+    return _floats(rng, data_shape), rng.integers(-s, s, size=indices_shape)
+
+  return Case(f"gather_elements_{name}",
+              lambda d, i: jaxops.gather_elements(d, i, axis=axis),
+              make_args, (0,))
+
+
+CASES = [
+    _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
+    _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
+    _gather_nd_case("batch1", (3, 4, 5), (2,), k=1, batch_dims=1),
+    _gather_nd_case("batch2_k0", (2, 3, 4), (2,), k=0, batch_dims=2),
+    _gather_elements_case("axis0", (4, 3), (5, 3), axis=0),
+    _gather_elements_case("axis_last_smaller", (3, 4, 5), (2, 4, 6), axis=-1),
+]
+
+
+def pytest_generate_tests(metafunc):
+  if "case" in metafunc.fixturenames:
+    metafunc.parametrize("case", CASES, ids=[c.name for c in CASES])
+
+
+BATCH = 3
+
+
+def _batched_args(case, axis):
+  """BATCH independent argument tuples, each stacked along `axis`."""
+  per_seed = [case.args(seed) for seed in range(BATCH)]
+  return per_seed, tuple(np.stack(arrays, axis=axis)
+                         for arrays in zip(*per_seed))
+
+
+def _loss(case):
+  """A nonlinear scalar loss of the differentiable arguments."""
+
+  def loss(*args):
+    out = case.fn(*args)
+    return jnp.sum(jnp.sin(out) * out)
+
+  return loss
+
+
+def test_jit_matches_eager(case):
+  args = case.args()
+  np.testing.assert_array_equal(jax.jit(case.fn)(*args), case.fn(*args))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_vmap_all_args_matches_loop(case, axis):
+  per_seed, stacked = _batched_args(case, axis)
+  out = jax.vmap(case.fn, in_axes=axis, out_axes=axis)(*stacked)
+  expected = np.stack([case.fn(*args) for args in per_seed], axis=axis)
+  np.testing.assert_array_equal(out, expected)
+
+
+def test_vmap_each_arg_alone_matches_loop(case):
+  fixed = case.args(seed=100)
+  per_seed, stacked = _batched_args(case, axis=0)
+  for argnum in range(len(fixed)):
+    in_axes = [None] * len(fixed)
+    in_axes[argnum] = 0
+    args = list(fixed)
+    args[argnum] = stacked[argnum]
+    out = jax.vmap(case.fn, in_axes=tuple(in_axes))(*args)
+    expected = []
+    for seed_args in per_seed:
+      loop_args = list(fixed)
+      loop_args[argnum] = seed_args[argnum]
+      expected.append(case.fn(*loop_args))
+    np.testing.assert_array_equal(out, np.stack(expected), err_msg=f"arg {argnum}")
+
+
+def test_check_grads_fwd_and_rev_order2(case):
+  args = case.args()
+  diff = case.diff_argnums
+
+  def f(*diff_args):
+    full = list(args)
+    for i, a in zip(diff, diff_args):
+      full[i] = a
+    return case.fn(*full)
+
+  check_grads(f, tuple(args[i] for i in diff), order=2, modes=["fwd", "rev"],
+              atol=1e-6, rtol=1e-6)
+
+
+def test_jacfwd_equals_jacrev(case):
+  args = case.args()
+  for i in case.diff_argnums:
+    fwd = jax.jacfwd(case.fn, argnums=i)(*args)
+    rev = jax.jacrev(case.fn, argnums=i)(*args)
+    np.testing.assert_allclose(fwd, rev, atol=1e-12)
+
+
+def test_hessian_matches_gauss_newton_identity(case):
+  """For linear ops, the Hessian of sum(out**2) is 2 J^T J exactly."""
+  args = case.args()
+  for i in case.diff_argnums:
+
+    def sq_loss(x, i=i):
+      full = list(args)
+      full[i] = x
+      return jnp.sum(case.fn(*full) ** 2)
+
+    x = args[i]
+    jac = jax.jacrev(lambda x, i=i: case.fn(*args[:i], x, *args[i + 1:]))(x)
+    jac = np.reshape(jac, (-1, x.size))
+    hess = np.reshape(jax.hessian(sq_loss)(x), (x.size, x.size))
+    np.testing.assert_allclose(hess, 2 * jac.T @ jac, atol=1e-10)
+
+
+def test_grad_over_all_args_gives_float0_for_indices(case):
+  args = case.args()
+  grads = jax.grad(_loss(case), argnums=tuple(range(len(args))),
+                   allow_int=True)(*args)
+  for i, (arg, g) in enumerate(zip(args, grads)):
+    if i in case.diff_argnums:
+      assert g.dtype == arg.dtype and g.shape == arg.shape
+    else:
+      assert g.dtype == jax.dtypes.float0, f"arg {i} got {g.dtype}"
+
+
+def test_vmap_of_grad_matches_loop(case):
+  per_seed, stacked = _batched_args(case, axis=0)
+  grad = jax.grad(_loss(case), argnums=case.diff_argnums)
+  out = jax.jit(jax.vmap(grad))(*stacked)
+  for j, args in enumerate(per_seed):
+    for got, want in zip(out, grad(*args)):
+      np.testing.assert_allclose(got[j], want, rtol=1e-12, atol=1e-12)
+
+
+def test_jvp_is_op_of_tangent(case):
+  """The ops are jointly linear in their differentiable args, so
+  jvp(f, arg i)(x; t) = f with arg i = t and the other differentiable args 0."""
+  args = case.args()
+  rng = np.random.default_rng(7)
+  for i in case.diff_argnums:
+    tangent = rng.standard_normal(args[i].shape)
+    primals_out, tangent_out = jax.jvp(
+        lambda x, i=i: case.fn(*args[:i], x, *args[i + 1:]), (args[i],),
+        (tangent,))
+    np.testing.assert_array_equal(primals_out, case.fn(*args))
+    linear_args = [np.zeros_like(a) if j in case.diff_argnums else a
+                   for j, a in enumerate(args)]
+    linear_args[i] = tangent
+    np.testing.assert_allclose(tangent_out, case.fn(*linear_args), atol=1e-12)
