@@ -63,7 +63,7 @@ def openvino_cpu(make_node: Callable, inputs: Sequence[np.ndarray],
     inputs: NumPy arrays; the parameters take their shapes and dtypes.
     key: extra cache key (hashable), for attributes not in `make_node`.
   """
-  inputs = [np.ascontiguousarray(a) for a in inputs]
+  inputs = [np.asarray(a, order="C") for a in inputs]
   compiled = _ov_compiled(make_node, key, _signature(inputs))
   return np.asarray(compiled(inputs)[0])
 
@@ -80,7 +80,7 @@ def openvino_reference(make_node: Callable, inputs: Sequence[np.ndarray],
   params = [opset.parameter(list(a.shape), a.dtype) for a in inputs]
   node = make_node(*params)
   out = ov.Tensor(np.zeros(tuple(out_shape), dtype=out_dtype))
-  ok = node.evaluate([out], [ov.Tensor(np.ascontiguousarray(a))
+  ok = node.evaluate([out], [ov.Tensor(np.asarray(a, order="C"))
                              for a in inputs])
   if not ok:
     raise NotImplementedError(f"no reference evaluator for {node.get_type_name()}")
@@ -116,7 +116,7 @@ def onnxruntime(op_type: str, inputs: Sequence[np.ndarray],
                 attrs: dict[str, Any] | None = None,
                 opset: int = 18) -> np.ndarray:
   """Runs one ONNX node of `op_type` with `attrs` in onnxruntime."""
-  inputs = [np.ascontiguousarray(a) for a in inputs]
+  inputs = [np.asarray(a, order="C") for a in inputs]
   attr_key = tuple(sorted((attrs or {}).items()))
   session = _ort_session(op_type, attr_key, opset, _signature(inputs))
   feeds = {f"x{i}": a for i, a in enumerate(inputs)}
