@@ -1,0 +1,337 @@
+"""StridedSlice-1 (OpenVINO opset1).
+
+Design
+------
+Every attribute is static, so the whole slice spec (begin/end/strides and the
+five masks) is resolved at trace time into a `_Plan`: for each input dim a
+`lax.slice` start/limit/positive step and whether the dim is reversed, plus the
+output shape (new axes inserted, shrunk dims dropped). The forward pass is then
+at most one `lax.slice`, one `lax.rev` and one `reshape` -- no gather, so XLA
+compiles it to a strided copy (or to nothing, for a spec that keeps all of
+data).
+
+A negative stride `-a` over the elements `b, b - a, ..., lo` is the positive
+slice `lo:b+1:a` followed by a reverse of that dim, which is why the plan only
+ever holds positive steps.
+
+Derivative design
+-----------------
+The operator is a `jax.custom_jvp` whose tangent rule applies the same plan
+(the same slice, rev and reshape) to the data tangent, so forward mode (`jvp`,
+`jacfwd`) evaluates that rule and reverse mode (`grad`, `vjp`, `jacrev`)
+transposes it. The transpose of a strided slice is a `pad` of the cotangent
+into zeros of data's shape (low/high padding for start and limit, interior
+padding of `step - 1` for the stride), of `rev` is `rev`, of reshape is
+reshape: no scatter anywhere, and the rule is linear so `hessian` and
+`vmap(grad)` work. Integer and bool data get float0 tangents.
+
+Decisions where the StridedSlice-1 text and the OpenVINO runtime disagree, or
+both are silent, are listed in `strided_slice`'s docstring and in NOTES.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxops import _common
+from jaxops._common import Shape, op_error, shape_str
+
+OP = "StridedSlice-1"
+
+_MASK_NAMES = ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
+               "ellipsis_mask")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+  """The static lowering of one slice spec on one data shape.
+
+  `start`, `limit` and `step` (all steps > 0) are the `lax.slice` arguments
+  per input dim; `reverse` the input dims to flip after slicing; `out_shape`
+  the final shape (new axes in, shrunk dims out).
+  """
+  data_shape: Shape
+  start: Shape
+  limit: Shape
+  step: Shape
+  reverse: Shape
+  out_shape: Shape
+
+
+def _mask(value: Any, m: int, name: str) -> tuple[int, ...]:
+  """Canonicalizes one mask to a tuple of m 0/1 entries.
+
+  Accepts a sequence (list, tuple, 1-D array) of 0/1 -- zero-extended when
+  shorter than m, extra entries ignored when longer, as the spec says -- or a
+  TF-style int bitfield whose bit i is entry i (bits >= m ignored likewise).
+  """
+  if value is None:
+    return (0,) * m
+  if isinstance(value, (int, np.integer)) and not isinstance(
+      value, (bool, np.bool_)):
+    bits = operator.index(value)
+    if bits < 0:
+      raise op_error(
+          OP, f"{name}={bits} as an int bitfield must be >= 0 (bit i is "
+          "entry i of the mask)")
+    return tuple((bits >> i) & 1 for i in range(m))
+  if isinstance(value, np.ndarray) and value.dtype == np.bool_:
+    value = value.astype(np.int64)
+  elif isinstance(value, (list, tuple)):
+    value = [int(v) if isinstance(v, (bool, np.bool_)) else v for v in value]
+  entries = _common.static_int_tuple(value, OP, name)
+  for i, v in enumerate(entries):
+    if v not in (0, 1):
+      raise op_error(
+          OP, f"{name}[{i}]={v} must be 0 or 1 (masks are lists of 0/1, or "
+          f"an int bitfield), got {name}={list(entries)}")
+  return (entries + (0,) * m)[:m]
+
+
+def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
+               end_masked: bool) -> tuple[int, int, int, bool, int]:
+  """Resolves one sliced dim: (start, limit, step > 0, reversed, count).
+
+  Clamping follows the OpenVINO runtime: for k > 0 begin and end clamp into
+  [0, size]; for k < 0 begin clamps into [0, size - 1] -- a begin still
+  negative after adding size becomes 0 (NOTES.md erratum 8; Python would make
+  it -1 and return nothing) -- and end into [-1, size], -1 meaning "before
+  element 0".
+  """
+  if k > 0:
+    lo = 0 if begin_masked else (b + size if b < 0 else b)
+    hi = size if end_masked else (e + size if e < 0 else e)
+    lo, hi = min(max(lo, 0), size), min(max(hi, 0), size)
+    count = max(0, -(-(hi - lo) // k))
+    if count == 0:
+      return 0, 0, 1, False, 0
+    return lo, lo + (count - 1) * k + 1, k, False, count
+  step = -k
+  first = size - 1 if begin_masked else (b + size if b < 0 else b)
+  stop = -1 if end_masked else (e + size if e < 0 else e)
+  first, stop = min(max(first, 0), size - 1), min(max(stop, -1), size)
+  count = max(0, -(-(first - stop) // step)) if size > 0 else 0
+  if count == 0:
+    return 0, 0, 1, False, 0
+  last = first - (count - 1) * step
+  return last, first + 1, step, count > 1, count
+
+
+def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
+          begin_mask: Any = (), end_mask: Any = (), new_axis_mask: Any = (),
+          shrink_axis_mask: Any = (), ellipsis_mask: Any = ()) -> _Plan:
+  data_shape = _common.static_shape(data_shape, OP, "data")
+  begin = _common.static_int_tuple(begin, OP, "begin")
+  end = _common.static_int_tuple(end, OP, "end")
+  m = len(begin)
+  if strides is None:
+    strides = (1,) * m
+  strides = _common.static_int_tuple(strides, OP, "strides")
+  if not len(begin) == len(end) == len(strides):
+    raise op_error(
+        OP, f"begin, end and strides must have one length M, got "
+        f"len(begin)={len(begin)}, len(end)={len(end)}, "
+        f"len(strides)={len(strides)}")
+  masks = {name: _mask(value, m, name) for name, value in zip(
+      _MASK_NAMES, (begin_mask, end_mask, new_axis_mask, shrink_axis_mask,
+                    ellipsis_mask))}
+  ellipses = [i for i, bit in enumerate(masks["ellipsis_mask"]) if bit]
+  if len(ellipses) > 1:
+    raise op_error(
+        OP, f"ellipsis_mask may set at most one bit, got bits at positions "
+        f"{ellipses} (ellipsis_mask={list(masks['ellipsis_mask'])})")
+  # Precedence at one position: ellipsis, then new_axis, then shrink (TF's
+  # order; NOTES.md errata 6 and 10).
+  kinds = []
+  for i in range(m):
+    if masks["ellipsis_mask"][i]:
+      kinds.append("ellipsis")
+    elif masks["new_axis_mask"][i]:
+      kinds.append("new_axis")
+    elif masks["shrink_axis_mask"][i]:
+      kinds.append("shrink")
+    else:
+      kinds.append("slice")
+  rank = len(data_shape)
+  named = sum(kind in ("slice", "shrink") for kind in kinds)
+  if named > rank:
+    raise op_error(
+        OP, f"the slice spec names {named} dims of data (entries that are "
+        f"neither new_axis nor ellipsis, M={m}) but data has rank {rank} "
+        f"(data shape {shape_str(data_shape)})")
+  # The ellipsis stands for rank - (M - sum(new_axis_mask) - 1) full dims; a
+  # spec without one keeps the dims it does not name whole, as if it ended in
+  # an ellipsis.
+  if not ellipses:
+    kinds.append("ellipsis")
+  start, limit, step, reverse, out_shape = [], [], [], [], []
+  dim = 0
+  for i, kind in enumerate(kinds):
+    if kind == "ellipsis":
+      for _ in range(rank - named):
+        start.append(0)
+        limit.append(data_shape[dim])
+        step.append(1)
+        out_shape.append(data_shape[dim])
+        dim += 1
+    elif kind == "new_axis":
+      out_shape.append(1)
+    elif kind == "shrink":
+      size = data_shape[dim]
+      index = begin[i] + size if begin[i] < 0 else begin[i]
+      if not 0 <= index < size:
+        raise op_error(
+            OP, f"shrink_axis_mask[{i}] takes the element at begin[{i}]="
+            f"{begin[i]}, out of range for data dim {dim} of size {size} "
+            f"(valid: [-{size}, {size - 1}]; data shape "
+            f"{shape_str(data_shape)})")
+      start.append(index)
+      limit.append(index + 1)
+      step.append(1)
+      dim += 1
+    else:
+      if strides[i] == 0:
+        raise op_error(
+            OP, f"strides[{i}]=0: a stride must be nonzero where it is used "
+            f"(strides={list(strides)})")
+      lo, hi, k, flip, count = _slice_dim(
+          data_shape[dim], begin[i], end[i], strides[i],
+          bool(masks["begin_mask"][i]), bool(masks["end_mask"][i]))
+      start.append(lo)
+      limit.append(hi)
+      step.append(k)
+      if flip:
+        reverse.append(dim)
+      out_shape.append(count)
+      dim += 1
+  return _Plan(data_shape, tuple(start), tuple(limit), tuple(step),
+               tuple(reverse), tuple(out_shape))
+
+
+def strided_slice_shape(data_shape: Any, begin: Any, end: Any,
+                        strides: Any = None, begin_mask: Any = (),
+                        end_mask: Any = (), new_axis_mask: Any = (),
+                        shrink_axis_mask: Any = (),
+                        ellipsis_mask: Any = ()) -> Shape:
+  """Output shape of StridedSlice-1; raises the operator's trace-time errors.
+
+  Arguments as in `jaxops.strided_slice`, with `data_shape` for `data`.
+
+  >>> strided_slice_shape((2, 3, 4), [1, 1, 123], [0, 0, 2], [1, 1, -1],
+  ...                     begin_mask=[0, 1, 1], end_mask=[1, 1, 1])
+  (1, 3, 4)
+  """
+  return _plan(data_shape, begin, end, strides, begin_mask, end_mask,
+               new_axis_mask, shrink_axis_mask, ellipsis_mask).out_shape
+
+
+def _apply(plan: _Plan, x: jax.Array) -> jax.Array:
+  if plan.start != (0,) * len(plan.start) or plan.limit != plan.data_shape or (
+      any(k != 1 for k in plan.step)):
+    x = lax.slice(x, plan.start, plan.limit,
+                  None if all(k == 1 for k in plan.step) else plan.step)
+  if plan.reverse:
+    x = lax.rev(x, plan.reverse)
+  if x.shape != plan.out_shape:
+    x = lax.reshape(x, plan.out_shape)
+  return x
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _strided_slice(plan, data):
+  return _apply(plan, data)
+
+
+@_strided_slice.defjvp
+def _strided_slice_jvp(plan, primals, tangents):
+  (data,), (data_dot,) = primals, tangents
+  out = _apply(plan, data)
+  if _common.is_float0(data_dot):
+    return out, _common.float0_zeros(out.shape)
+  return out, _apply(plan, data_dot)
+
+
+def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
+                  begin_mask: Any = (), end_mask: Any = (),
+                  new_axis_mask: Any = (), shrink_axis_mask: Any = (),
+                  ellipsis_mask: Any = ()) -> jax.Array:
+  """Extracts a strided slice of `data` (StridedSlice-1), like numpy basic
+  indexing and `tf.strided_slice`.
+
+  Entry i of the spec (i < M) is, by its mask bits:
+
+  * ellipsis_mask[i]: `...`, standing for `rank - (M - sum(new_axis_mask) -
+    1)` full dims (new_axis bits at the ellipsis position not counted);
+  * new_axis_mask[i]: `np.newaxis`, a new dim of size 1;
+  * shrink_axis_mask[i]: the single element `begin[i]` (negative counts from
+    the end), the dim dropped; end[i], strides[i] and begin_mask[i] ignored;
+  * otherwise the slice `begin[i]:end[i]:strides[i]` of the next data dim,
+    with `begin_mask[i]`/`end_mask[i]` meaning an omitted begin/end (so
+    `::-1` with end_mask keeps all elements).
+
+  Dims not named by the spec are kept whole. Out-of-range begin/end clamp
+  silently as in the OpenVINO runtime: for a stride `k > 0`, `begin` and `end`
+  (after adding the dim size to negatives) clamp into `[0, size]`; for `k < 0`
+  begin clamps into `[0, size - 1]` and end into `[-1, size]` (-1 is "before
+  element 0"). Unlike Python, a negative-stride begin below `-size` therefore
+  starts at element 0: begin -10, end -20, stride -1 on `[0, 1, 2, 3]` gives
+  `[0]`. `begin == end` gives an empty dim.
+
+  Where the spec text, the OpenVINO CPU plugin and its reference evaluator
+  differ, jaxops does this (NOTES.md errata):
+
+  * new_axis and shrink bits at one position: new_axis wins (TF);
+  * ellipsis and new_axis (or shrink) bits at one position: the ellipsis wins
+    (TF and OpenVINO shape inference);
+  * begin_mask on a shrunk dim is ignored: the element at begin is taken (TF
+    and OpenVINO's reference evaluator; the CPU plugin takes element 0);
+  * a zero stride is an error only at a slicing entry; at new_axis, shrink
+    and ellipsis entries the stride is ignored, zero included (as in both
+    OpenVINO implementations).
+
+  Args:
+    data: array of any shape and dtype.
+    begin: static int sequence of length M (a list, tuple or concrete 1-D
+      integer array).
+    end: static int sequence of length M.
+    strides: static int sequence of length M, nonzero at slicing entries;
+      default all ones.
+    begin_mask, end_mask, new_axis_mask, shrink_axis_mask, ellipsis_mask:
+      sequences of 0/1 (zero-extended when shorter than M, extra entries
+      ignored), or TF-style int bitfields (bit i is entry i). At most one
+      ellipsis bit.
+
+  Returns:
+    Array of data's dtype; its shape is `jaxops.shapes.strided_slice(...)`.
+
+  Raises:
+    ValueError: lengths differ, zero stride, more than one ellipsis bit, a
+      mask entry not 0/1, more dims named than data has, or a shrunk dim's
+      begin out of range.
+    TypeError: begin/end/strides/masks are not static integers (e.g. traced).
+
+  Example:
+    >>> import jax.numpy as jnp, jaxops
+    >>> x = jnp.arange(12, dtype=jnp.int32).reshape(3, 4)
+    >>> jaxops.strided_slice(x, [0, -1], [3, 0], [2, -1])  # x[0:3:2, -1:0:-1]
+    Array([[ 3,  2,  1],
+           [11, 10,  9]], dtype=int32)
+    >>> jaxops.strided_slice(x, [0, 1], [0, 0], new_axis_mask=[1],
+    ...                      shrink_axis_mask=[0, 1])  # x[np.newaxis, 1]
+    Array([[4, 5, 6, 7]], dtype=int32)
+
+  Implements OpenVINO StridedSlice-1.
+  """
+  data = jnp.asarray(data)
+  plan = _plan(data.shape, begin, end, strides, begin_mask, end_mask,
+               new_axis_mask, shrink_axis_mask, ellipsis_mask)
+  return _strided_slice(plan, data)
