@@ -1,0 +1,336 @@
+"""ScatterNDUpdate-3 (OpenVINO opset3; ONNX ScatterND with reduction "none").
+
+Forward design
+--------------
+The update itself is one `lax.scatter` (what `.at[...].set` lowers to) over the
+flattened index tuples, always with `unique_indices=True`, and that promise is
+kept honest:
+
+* With `unique_indices=True` the caller promises it.
+* Otherwise duplicate tuples are resolved before the scatter, by construction
+  rather than by XLA's loop order: the winner of each target slot is the tuple
+  with the largest position (last wins, as OpenVINO's CPU runtime applies them
+  in order). Every other tuple -- a loser of a later duplicate, or an index out
+  of range under `mode="drop"` -- is redirected to its own distinct negative
+  (out-of-range) index `-1 - position`, which the scatter drops. The remaining
+  in-range indices are unique, and so are the dropped ones.
+
+Finding the winners costs O(n) work plus one of two strategies, chosen
+statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
+slots):
+
+* winner table (when `slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS`):
+  `table = full(slots + 1, -1).at[target].max(position)`, then a tuple wins iff
+  `table[target] == position`: one int32 fill of the table, one scatter-max and
+  one gather. Scatter-max is order independent, so it is deterministic on every
+  backend.
+* sort (more slots than that): one single-operand sort of packed int keys
+  `target * n + position` when they fit the widest enabled int type, else a
+  stable two-operand sort keyed by target (or a k-key sort when even the linear
+  target does not fit); the last of each run of equal targets wins.
+
+Derivative design
+-----------------
+The operator is a `jax.custom_jvp` whose tangent rule applies the same scatter
+(same redirected, unique indices) to the tangents of data and updates: a linear
+map. Forward mode evaluates it; reverse mode transposes it, which (for a
+scatter with unique indices) is exactly one zeroing scatter of the cotangent
+for d/d data (overwritten positions get 0) and one gather of the cotangent at
+the indices for d/d updates (dropped tuples -- losers and out-of-range ones --
+read 0). JAX's default derivative of a non-unique `.at[].set` instead scatters
+an id tensor of data's size (u32) and compares it; that never happens here.
+Indices are integers and get float0 tangents. The index normalization and the
+winner search run outside the custom rule, so no derivative is taken through
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import checkify
+
+from jaxops import _common
+from jaxops._common import Shape, op_error, shape_str
+
+OP = "ScatterNDUpdate-3"
+
+# Winner-table threshold (see the module docstring). Measured on CPU: the
+# table costs about one int32 store per slot, the sort a few passes over n;
+# see the report numbers in README.md.
+_TABLE_SLOTS_PER_TUPLE = 64
+_TABLE_MIN_SLOTS = 1 << 16
+
+
+def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
+  return indices_shape[:-1] + data_shape[indices_shape[-1]:]
+
+
+def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
+                            updates_shape: Any) -> Shape:
+  """Output shape of ScatterNDUpdate-3 (data's); raises ValueError otherwise.
+
+  Requires `data` rank r >= 1, `indices` rank q >= 1, `k = indices_shape[-1]
+  <= r` and `updates_shape == indices_shape[:-1] + data_shape[k:]` exactly (no
+  broadcasting). When that expected shape is `()`, a one-element `(1,)` is
+  accepted too.
+
+  >>> scatter_nd_update_shape((1000, 256, 10, 15), (25, 125, 3), (25, 125, 15))
+  (1000, 256, 10, 15)
+  """
+  data_shape = _common.static_shape(data_shape, OP, "data")
+  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  updates_shape = _common.static_shape(updates_shape, OP, "updates")
+  r, q = len(data_shape), len(indices_shape)
+  shapes = (f"(data shape {shape_str(data_shape)}, "
+            f"indices shape {shape_str(indices_shape)}, "
+            f"updates shape {shape_str(updates_shape)})")
+  if r < 1:
+    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  if q < 1:
+    raise op_error(OP, f"indices must have rank >= 1, got rank 0 {shapes}")
+  k = indices_shape[-1]
+  if k > r:
+    raise op_error(
+        OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}")
+  expected = _expected_updates_shape(data_shape, indices_shape)
+  if updates_shape != expected and not (expected == () and
+                                        updates_shape == (1,)):
+    one_element = " (or (1,))" if expected == () else ""
+    raise op_error(
+        OP, f"updates shape {shape_str(updates_shape)} must equal "
+        f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
+        f"{one_element} with k={k}; updates are not broadcast {shapes}")
+  return data_shape
+
+
+def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
+  """Arrays must have data's dtype; Python scalars/lists take it.
+
+  A Python value converts only within its kind or to a wider kind (an int list
+  into float data, not a float list into int data), as numpy's "same_kind".
+  """
+  if isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer)):
+    if updates.dtype != dtype:
+      raise op_error(
+          OP, f"updates dtype {np.dtype(updates.dtype).name} must equal data "
+          f"dtype {np.dtype(dtype).name}; jaxops does not cast implicitly, "
+          "cast one of them explicitly", TypeError)
+    return jnp.asarray(updates)
+  host = np.asarray(updates)
+  if not np.can_cast(host.dtype, dtype, casting="same_kind"):
+    raise op_error(
+        OP, f"updates given as a Python {type(updates).__name__} of kind "
+        f"{host.dtype.name} cannot be converted to data dtype "
+        f"{np.dtype(dtype).name} without changing kind", TypeError)
+  return jnp.asarray(host, dtype=dtype)
+
+
+def _dimension_numbers(data_rank: int, k: int) -> lax.ScatterDimensionNumbers:
+  # Flattened layout: indices (n, k), updates (n,) + data.shape[k:].
+  return lax.ScatterDimensionNumbers(
+      update_window_dims=tuple(range(1, 1 + data_rank - k)),
+      inserted_window_dims=tuple(range(k)),
+      scatter_dims_to_operand_dims=tuple(range(k)))
+
+
+def _scatter(data, indices, updates, mode):
+  return lax.scatter(data, indices, updates,
+                     _dimension_numbers(data.ndim, indices.shape[-1]),
+                     indices_are_sorted=False, unique_indices=True, mode=mode)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _scatter_unique(data, indices, updates, mode):
+  """`data` with `updates` written at `indices` (n, k), which are unique."""
+  return _scatter(data, indices, updates, mode)
+
+
+@_scatter_unique.defjvp
+def _scatter_unique_jvp(mode, primals, tangents):
+  data, indices, updates = primals
+  data_dot, _, updates_dot = tangents
+  out = _scatter(data, indices, updates, mode)
+  if _common.is_float0(data_dot):
+    return out, _common.float0_zeros(out.shape)
+  # Linear in (data_dot, updates_dot); its transpose is JAX's unique-index
+  # scatter transpose: a zeroing scatter and a gather with fill 0.
+  return out, _scatter(data_dot, indices, updates_dot, mode)
+
+
+def _int_dtype_for(max_value: int):
+  """The narrowest enabled signed int dtype holding `max_value`, or None."""
+  if max_value <= np.iinfo(np.int32).max:
+    return jnp.int32
+  if jax.config.jax_enable_x64 and max_value <= np.iinfo(np.int64).max:
+    return jnp.int64
+  return None
+
+
+def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:
+  """Whether each element of a sorted array is the last of its run."""
+  return jnp.concatenate([sorted_keys[:-1] != sorted_keys[1:],
+                          jnp.ones((1,), bool)])
+
+
+def _winners(indices: jax.Array, in_bounds: jax.Array,
+             sizes: tuple[int, ...]) -> jax.Array:
+  """Marks, per tuple, whether it is the last in-range tuple of its target.
+
+  Args:
+    indices: (n, k) signed ints; rows with `in_bounds` False may hold anything.
+    in_bounds: (n,) bool.
+    sizes: the k indexed data dims.
+  """
+  n, k = indices.shape
+  slots = math.prod(sizes)
+  positions = lax.iota(jnp.int32, n)
+  # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
+  # scatter here ever indexes out of range (checkify stays quiet about them).
+  target_dtype = _int_dtype_for(slots)
+  if target_dtype is not None:
+    strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+    target = jnp.sum(indices.astype(target_dtype) *
+                     strides.astype(target_dtype), axis=1,
+                     dtype=target_dtype)
+    target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
+    if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
+      table = jnp.full((slots + 1,), -1, jnp.int32).at[target].max(
+          positions, mode="promise_in_bounds")
+      wins = table.at[target].get(mode="promise_in_bounds") == positions
+      return wins & in_bounds
+    key_dtype = _int_dtype_for((slots + 1) * n - 1)
+    if key_dtype is not None:
+      # Packed keys are unique, so an unstable one-operand sort is exact.
+      keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
+      sorted_targets = keys // n
+      sorted_positions = (keys % n).astype(jnp.int32)
+    else:
+      sorted_targets, sorted_positions = lax.sort(
+          (target, positions), num_keys=1, is_stable=True)
+    is_last = _last_of_runs(sorted_targets)
+  else:
+    # Even the linear target overflows (no x64): sort the k coordinates.
+    columns = tuple(jnp.where(in_bounds, indices[:, j].astype(jnp.int32),
+                              jnp.int32(sizes[j])) for j in range(k))
+    *sorted_columns, sorted_positions = lax.sort(
+        (*columns, positions), num_keys=k, is_stable=True)
+    is_last = _last_of_runs(sorted_columns[0])
+    for column in sorted_columns[1:]:
+      is_last = is_last | _last_of_runs(column)
+  wins = jnp.zeros((n,), bool).at[sorted_positions].set(
+      is_last, unique_indices=True, mode="promise_in_bounds")
+  return wins & in_bounds
+
+
+def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
+                      mode: _common.ScatterMode = "drop",
+                      unique_indices: bool = False) -> jax.Array:
+  """A copy of `data` with slices replaced by `updates` (ScatterNDUpdate-3).
+
+  With `k = indices.shape[-1]`, for every index tuple position `i`::
+
+    out = copy(data)
+    out[*indices[i], ...] = updates[i, ...]
+
+  `k == rank(data)` updates single elements, `k < rank(data)` whole slices
+  `data.shape[k:]`. Duplicate tuples: the last one (in row-major order of
+  `indices.shape[:-1]`) wins, on every backend (see the module docstring for
+  how this is guaranteed without relying on XLA's scatter order).
+
+  Args:
+    data: array of rank r >= 1, any dtype.
+    indices: integer array (int32/int64; other int widths accepted) of rank
+      q >= 1, shape `(..., k)` with `k <= r`. Values in `[-s, s-1]` for the
+      dim of size `s` they index; negative values count from the end.
+    updates: array of shape `indices.shape[:-1] + data.shape[k:]` exactly (not
+      broadcast) and data's dtype (a TypeError otherwise; Python scalars and
+      lists are converted to data's dtype when that keeps their kind). When
+      that shape is `()`, a one-element `(1,)` array is accepted too.
+    mode: what an out-of-range index tuple does under `jit`, where raising is
+      impossible. `"drop"` (default) skips that tuple: nothing outside `data`
+      is ever written. `"clip"` clamps each index into range.
+      `"promise_in_bounds"` lets XLA assume every index is valid. Concrete
+      (non-traced) indices are checked eagerly and raise `IndexError` (except
+      with `"clip"`); under
+      `jax.experimental.checkify` with `checkify.user_checks` out-of-range
+      tuples are reported by name.
+    unique_indices: keyword-only promise that no two in-range tuples address
+      the same target. It skips the duplicate resolution (one scatter, no
+      winner search); a broken promise gives an unspecified winner.
+
+  Returns:
+    Array of data's shape and dtype.
+
+  Example:
+    >>> import jax.numpy as jnp, jaxops
+    >>> data = jnp.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=jnp.int32)
+    >>> indices = jnp.array([[4], [3], [1], [7]], dtype=jnp.int32)
+    >>> updates = jnp.array([9, 10, 11, 12], dtype=jnp.int32)
+    >>> jaxops.scatter_nd_update(data, indices, updates)
+    Array([ 1, 11,  3, 10,  9,  6,  7, 12], dtype=int32)
+    >>> jaxops.scatter_nd_update(data, jnp.array([[0], [0]], dtype=jnp.int32),
+    ...                          jnp.array([5, 6], dtype=jnp.int32))[:2]
+    Array([6, 2], dtype=int32)
+
+  Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
+  """
+  data = jnp.asarray(data)
+  indices = _common.as_indices(indices, OP)
+  updates = _as_updates(updates, data.dtype)
+  scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
+  scatter_mode = _common.canonicalize_mode(mode, OP,
+                                           ("drop", "clip", "promise_in_bounds"))
+  if not isinstance(unique_indices, (bool, np.bool_)):
+    raise op_error(
+        OP, f"unique_indices must be a Python bool, got "
+        f"{type(unique_indices).__name__} {unique_indices!r}", TypeError)
+  k = indices.shape[-1]
+  sizes = data.shape[:k]
+  if scatter_mode != lax.GatherScatterMode.CLIP:
+    _common.check_concrete_bounds(indices, sizes, OP)
+  n = math.prod(indices.shape[:-1])
+  updates = jnp.reshape(updates, (n,) + data.shape[k:])
+  if n == 0 or data.size == 0:
+    # Nothing to write (every index into an empty dim is out of range).
+    return data
+  if k == 0:
+    # Every tuple addresses all of data: the last one wins.
+    return updates[n - 1]
+
+  indices = _common.prepare_indices(jnp.reshape(jnp.asarray(indices), (n, k)),
+                                    sizes)
+  sizes_arr = np.asarray(sizes, np.int64)
+  if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
+    # Losers are redirected to negative indices below, so go signed; capping
+    # at the size first keeps an out-of-range value out of range.
+    signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
+    indices = jnp.minimum(indices, sizes_arr.astype(indices.dtype)).astype(signed)
+  sizes_arr = sizes_arr.astype(indices.dtype)
+  if scatter_mode == lax.GatherScatterMode.CLIP:
+    indices = jnp.clip(indices, 0, sizes_arr - 1)
+    scatter_mode = lax.GatherScatterMode.FILL_OR_DROP
+    in_bounds = None
+  else:
+    in_bounds = jnp.all((indices >= 0) & (indices < sizes_arr), axis=1)
+    if scatter_mode == lax.GatherScatterMode.FILL_OR_DROP:
+      checkify.debug_check(
+          jnp.all(in_bounds), f"{OP}: an index tuple is out of range for the "
+          f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+    else:
+      in_bounds = None  # promised; out-of-range tuples are undefined behavior
+
+  if not unique_indices and n > 1:
+    wins = _winners(indices,
+                    jnp.ones((n,), bool) if in_bounds is None else in_bounds,
+                    sizes)
+    redirected = -1 - lax.iota(indices.dtype, n)
+    indices = indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
+    scatter_mode = lax.GatherScatterMode.FILL_OR_DROP
+  return _scatter_unique(data, indices, updates, scatter_mode)
