@@ -8,6 +8,7 @@ Shape rules are in `jaxops.shapes`.
 from jaxops import shapes
 from jaxops._gather_elements import gather_elements
 from jaxops._gather_nd import gather_nd
+from jaxops._scatter_nd_update import scatter_nd_update
 from jaxops._strided_slice import strided_slice
 
 __version__ = "0.1.0"
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "gather_elements",
     "gather_nd",
+    "scatter_nd_update",
     "shapes",
     "strided_slice",
 ]
