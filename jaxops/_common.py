@@ -87,13 +87,18 @@ def static_shape(shape: Any, op: str, name: str) -> Shape:
   return dims
 
 
-def canonicalize_axis(axis: Any, rank: int, op: str, name: str = "axis") -> int:
-  """Maps an axis in [-rank, rank - 1] to [0, rank - 1]."""
+def canonicalize_axis(axis: Any, rank: int, op: str, name: str = "axis", *,
+                      context: str = "") -> int:
+  """Maps an axis in [-rank, rank - 1] to [0, rank - 1].
+
+  `context` (e.g. "(data shape (2, 3))") is appended to the error message so
+  that it names the shapes the rank came from.
+  """
   axis = static_int(axis, op, name)
   if not -rank <= axis < rank:
     raise op_error(
         op, f"{name}={axis} must be in [-r, r-1] = [{-rank}, {rank - 1}] "
-        f"for rank r={rank}")
+        f"for rank r={rank}" + (f" {context}" if context else ""))
   return axis % rank
 
 
@@ -105,16 +110,21 @@ def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
   """
   if not isinstance(indices, (jax.Array, np.ndarray, jax.core.Tracer)):
     indices = np.asarray(indices)
-  check_index_dtype(indices.dtype, op, name)
+  check_index_dtype(indices.dtype, op, name, shape=indices.shape)
   return indices
 
 
-def check_index_dtype(dtype: Any, op: str, name: str = "indices") -> None:
-  """Rejects non-integer index arrays with a TypeError."""
+def check_index_dtype(dtype: Any, op: str, name: str = "indices", *,
+                      shape: Sequence[int] | None = None) -> None:
+  """Rejects non-integer index arrays with a TypeError.
+
+  With `shape`, the message also names the shape of the offending array.
+  """
   if not jnp.issubdtype(dtype, jnp.integer):
+    where = "" if shape is None else f" ({name} shape {shape_str(shape)})"
     raise op_error(
-        op, f"{name} must have an integer dtype, got {np.dtype(dtype).name}",
-        TypeError)
+        op, f"{name} must have an integer dtype, got {np.dtype(dtype).name}"
+        f"{where}", TypeError)
 
 
 def canonicalize_mode(mode: Any, op: str,
@@ -127,23 +137,40 @@ def canonicalize_mode(mode: Any, op: str,
 
 
 def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
-  """Casts narrow index dtypes up and wraps negative indices.
+  """Casts narrow index dtypes up, wraps negative indices and clips huge ones.
 
   `sizes` are the data dims that `indices[..., j]` index (broadcast along the
   last axis of `indices`), or a single size for element-wise indices.
 
   Indices narrower than 32 bits are widened first, so that `i + size` cannot
   overflow (an int8 index into a dim of 300). Unsigned indices are never
-  negative and are left alone. An index still negative after the wrap (below
+  negative and are not wrapped. An index still negative after the wrap (below
   -size) stays negative, so the out-of-range `mode` applies to it.
+
+  Index values outside the int32 range (int64, uint32 and uint64 indices) are
+  clipped into it when every indexed dim fits in int32: XLA's fill-mode gather
+  and drop-mode scatter convert indices to the narrowest int type holding the
+  operand's dims, which wraps 2**32 + 1 around to 1, an in-range index. After
+  the clip such an index is still out of range, so `mode` treats it as one.
   """
   dtype = indices.dtype
   if jnp.iinfo(dtype).bits < 32:
     indices = indices.astype(jnp.int32)
-  if jnp.issubdtype(dtype, jnp.unsignedinteger):
-    return indices
-  sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
-  return jnp.where(indices < 0, indices + sizes_arr, indices)
+  unsigned = jnp.issubdtype(dtype, jnp.unsignedinteger)
+  if not unsigned:
+    sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
+    indices = jnp.where(indices < 0, indices + sizes_arr, indices)
+  int32 = np.iinfo(np.int32)
+  fits_int32 = all(s <= int32.max for s in np.atleast_1d(sizes).tolist())
+  info = jnp.iinfo(indices.dtype)
+  if fits_int32 and info.max > int32.max:
+    upper = np.asarray(int32.max, dtype=indices.dtype)
+    if unsigned:
+      indices = jnp.minimum(indices, upper)
+    else:
+      lower = np.asarray(int32.min, dtype=indices.dtype)
+      indices = jnp.clip(indices, lower, upper)
+  return indices
 
 
 def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
@@ -160,9 +187,16 @@ def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
   values = np.asarray(indices)
   if values.size == 0:
     return
-  sizes_arr = np.asarray(sizes, dtype=np.int64)
-  values = values.astype(np.int64)
-  bad = (values < -sizes_arr) | (values >= sizes_arr)
+  if np.issubdtype(values.dtype, np.unsignedinteger):
+    # uint64 values above 2**63 would wrap negative as int64: compare them
+    # unsigned (they are never negative, so only the upper bound applies).
+    sizes_arr = np.asarray(sizes, dtype=np.uint64)
+    values = values.astype(np.uint64)
+    bad = values >= sizes_arr
+  else:
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    values = values.astype(np.int64)
+    bad = (values < -sizes_arr) | (values >= sizes_arr)
   if bad.any():
     position = tuple(int(p) for p in np.argwhere(bad)[0])
     raise op_error(

@@ -48,7 +48,7 @@ def gather_elements_shape(data_shape: Any, indices_shape: Any,
     raise op_error(
         OP, f"rank(indices)={len(indices_shape)} must equal rank(data)={r} "
         f"{shapes}")
-  a = _common.canonicalize_axis(axis, r, OP)
+  a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
     if d != a and n_idx > n_data:
       raise op_error(

@@ -1,0 +1,181 @@
+"""Shared helpers for the gather-family tests: NumPy references, dtype lists
+and seeded random case generators (used by the unit and conformance tests).
+
+The references are deliberately naive (a Python loop over output positions
+with NumPy basic indexing), so that they are obviously right and share no code
+with the `lax.gather` formulation under test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+# Every dtype JAX supports for data (x64 is on in the suite).
+DATA_DTYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+               np.uint16, np.uint32, np.uint64, np.float16, jnp.bfloat16,
+               np.float32, np.float64, np.complex64, np.complex128)
+# Every integer dtype accepted for indices.
+INDEX_DTYPES = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                np.uint32, np.uint64)
+
+
+def dtype_id(dtype: Any) -> str:
+  return np.dtype(dtype).name
+
+
+def np_gather_nd(data: np.ndarray, indices: np.ndarray,
+                 batch_dims: int = 0) -> np.ndarray:
+  """GatherND-8 by its definition: `out[p] = data[p[:b] + tuple(indices[p])]`.
+
+  Raises IndexError (from NumPy) for out-of-range indices.
+  """
+  data, indices = np.asarray(data), np.asarray(indices)
+  b, k = batch_dims, indices.shape[-1]
+  out = np.empty(indices.shape[:-1] + data.shape[b + k:], data.dtype)
+  for pos in np.ndindex(*indices.shape[:-1]):
+    out[pos] = data[pos[:b] + tuple(int(i) for i in indices[pos])]
+  return out
+
+
+def np_gather_elements(data: np.ndarray, indices: np.ndarray,
+                       axis: int = 0) -> np.ndarray:
+  """GatherElements by its definition: position p reads data at p with
+  p[axis] replaced by indices[p] (smaller indices dims cover the leading part
+  of data; nothing is broadcast)."""
+  data, indices = np.asarray(data), np.asarray(indices)
+  axis %= data.ndim
+  out = np.empty(indices.shape, data.dtype)
+  for pos in np.ndindex(*indices.shape):
+    src = list(pos)
+    src[axis] = int(indices[pos])
+    out[pos] = data[tuple(src)]
+  return out
+
+
+def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+  """Distinct-ish values of `dtype` that every dtype (and the OpenVINO CPU
+  plugin, which computes int64 as int32 and f64 as f32) represents exactly."""
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_:
+    return rng.integers(0, 2, size=shape).astype(np.bool_)
+  if np.issubdtype(dtype, np.integer):
+    info = np.iinfo(dtype)
+    low, high = max(int(info.min), -100), min(int(info.max), 100)
+    return rng.integers(low, high + 1, size=shape).astype(dtype)
+  if np.issubdtype(dtype, np.complexfloating):
+    return (rng.integers(-64, 64, size=shape)
+            + 1j * rng.integers(-64, 64, size=shape)).astype(dtype)
+  # Small integers and halves are exact in float16/bfloat16/float32.
+  return (rng.integers(-256, 256, size=shape) / 2).astype(dtype)
+
+
+def random_indices(rng: np.random.Generator, sizes, lead_shape,
+                   dtype=np.int64, negative: bool = True) -> np.ndarray:
+  """Valid indices: `indices[..., j]` in [-s_j, s_j - 1] (or [0, s_j - 1]).
+
+  `sizes` is a tuple (one size per last-axis entry, GatherND) or an int (one
+  size for every element, GatherElements).
+  """
+  if np.ndim(sizes) == 0:
+    sizes_arr = np.full(lead_shape, sizes, dtype=np.int64)
+    shape = tuple(lead_shape)
+  else:
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    shape = (*lead_shape, len(sizes_arr))
+  low = -sizes_arr if negative else np.zeros_like(sizes_arr)
+  if 0 in shape:
+    return np.zeros(shape, dtype)
+  return rng.integers(low, sizes_arr, size=shape).astype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherNDCase:
+  seed: int
+  data: np.ndarray
+  indices: np.ndarray
+  batch_dims: int
+
+  def describe(self) -> str:
+    return (f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+            f"indices {self.indices.shape} {self.indices.dtype} "
+            f"batch_dims={self.batch_dims}")
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherElementsCase:
+  seed: int
+  data: np.ndarray
+  indices: np.ndarray
+  axis: int
+
+  def describe(self) -> str:
+    return (f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+            f"indices {self.indices.shape} {self.indices.dtype} "
+            f"axis={self.axis}")
+
+
+def random_gather_nd_case(seed: int, dtypes=(np.float32,),
+                          index_dtypes=(np.int32, np.int64),
+                          max_rank: int = 5, min_k: int = 0,
+                          negative: bool = True) -> GatherNDCase:
+  """A random valid GatherND-8 case: random ranks, batch_dims, tuple length
+  k in [min_k, r - b], dims of 1..4 (occasionally 1), index dtypes, and
+  negative indices."""
+  rng = np.random.default_rng(seed)
+  r = int(rng.integers(1, max_rank + 1))
+  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  b = int(rng.integers(0, r))  # batch_dims < rank(data)
+  q = b + 1 + int(rng.integers(0, 3))  # batch_dims < rank(indices)
+  k = int(rng.integers(min(min_k, r - b), r - b + 1))
+  lead = data_shape[:b] + tuple(
+      int(d) for d in rng.integers(1, 4, size=q - 1 - b))
+  dtype = dtypes[int(rng.integers(len(dtypes)))]
+  index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
+  data = random_values(rng, data_shape, dtype)
+  indices = random_indices(rng, data_shape[b:b + k], lead, index_dtype,
+                           negative)
+  return GatherNDCase(seed, data, indices, b)
+
+
+def random_gather_elements_case(seed: int, dtypes=(np.float32,),
+                                index_dtypes=(np.int32, np.int64),
+                                max_rank: int = 4,
+                                smaller_indices: bool = True,
+                                negative: bool = True) -> GatherElementsCase:
+  """A random valid GatherElements case: random rank, axis (negative half the
+  time), indices dims along the axis of any size, and in other dims equal to
+  data's or (with `smaller_indices`) at most data's."""
+  rng = np.random.default_rng(seed)
+  r = int(rng.integers(1, max_rank + 1))
+  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  axis = int(rng.integers(-r, r))
+  a = axis % r
+  indices_shape = []
+  for d, n in enumerate(data_shape):
+    if d == a:
+      indices_shape.append(int(rng.integers(1, 6)))
+    elif smaller_indices and rng.random() < 0.4:
+      indices_shape.append(int(rng.integers(1, n + 1)))
+    else:
+      indices_shape.append(n)
+  dtype = dtypes[int(rng.integers(len(dtypes)))]
+  index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
+  data = random_values(rng, data_shape, dtype)
+  indices = random_indices(rng, data_shape[a], tuple(indices_shape),
+                           index_dtype, negative)
+  return GatherElementsCase(seed, data, indices, axis)
+
+
+def assert_same(actual: Any, expected: np.ndarray, context: str = "") -> None:
+  """Exact equality of values, shape and dtype (NaNs compare equal)."""
+  actual = np.asarray(actual)
+  expected = np.asarray(expected)
+  assert actual.shape == expected.shape, (
+      f"{context}: shape {actual.shape} != {expected.shape}")
+  assert actual.dtype == expected.dtype, (
+      f"{context}: dtype {actual.dtype} != {expected.dtype}")
+  np.testing.assert_array_equal(actual, expected, err_msg=context)
