@@ -19,15 +19,20 @@ Finding the winners costs O(n) work plus one of two strategies, chosen
 statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
 slots):
 
-* winner table (when `slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS`):
-  `table = full(slots + 1, -1).at[target].max(position)`, then a tuple wins iff
-  `table[target] == position`: one int32 fill of the table, one scatter-max and
-  one gather. Scatter-max is order independent, so it is deterministic on every
-  backend.
-* sort (more slots than that): one single-operand sort of packed int keys
-  `target * n + position` when they fit the widest enabled int type, else a
-  stable two-operand sort keyed by target (or a k-key sort when even the linear
-  target does not fit); the last of each run of equal targets wins.
+* winner table: `table = full(slots + 1, -1).at[target].max(position)`, then
+  a tuple wins iff `table[target] == position`: one int32 fill of the table,
+  one scatter-max and one gather. Scatter-max is order independent, so it is
+  deterministic on every backend.
+* sort: one single-operand sort of packed int keys `target * n + position`
+  when they fit the widest enabled int type (int64 under x64, else int32),
+  else a stable two-operand sort keyed by target (or a k-key sort when even the
+  linear target does not fit); the last of each run of equal targets wins.
+
+The table is used while `slots <= ratio * n + 2**16`, with `ratio` 16 when
+the packed one-operand sort is available and 128 when only the (about 6x
+slower) two-operand sort is. Measured on CPU (median, 2 busy cores): filling
+the table costs about 1.5-2 ns per slot, the packed sort about 40 ns per tuple
+(262144 tuples: 10-12 ms), the two-operand stable sort about 230 ns per tuple.
 
 Derivative design
 -----------------
@@ -61,10 +66,11 @@ from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
 
-# Winner-table threshold (see the module docstring). Measured on CPU: the
-# table costs about one int32 store per slot, the sort a few passes over n;
-# see the report numbers in README.md.
-_TABLE_SLOTS_PER_TUPLE = 64
+# Winner table vs sort thresholds, from the CPU measurements in the module
+# docstring: slots per tuple up to which the table is cheaper than the packed
+# one-operand sort, resp. the two-operand stable sort.
+_TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT = 16
+_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT = 128
 _TABLE_MIN_SLOTS = 1 << 16
 
 
@@ -200,12 +206,14 @@ def _winners(indices: jax.Array, in_bounds: jax.Array,
                      strides.astype(target_dtype), axis=1,
                      dtype=target_dtype)
     target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
-    if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
+    key_dtype = _int_dtype_for((slots + 1) * n - 1)
+    ratio = (_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT if key_dtype is None else
+             _TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT)
+    if slots <= ratio * n + _TABLE_MIN_SLOTS:
       table = jnp.full((slots + 1,), -1, jnp.int32).at[target].max(
           positions, mode="promise_in_bounds")
       wins = table.at[target].get(mode="promise_in_bounds") == positions
       return wins & in_bounds
-    key_dtype = _int_dtype_for((slots + 1) * n - 1)
     if key_dtype is not None:
       # Packed keys are unique, so an unstable one-operand sort is exact.
       keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
