@@ -1,0 +1,321 @@
+"""Cases, variants, timing and the bit-exactness gate of the benchmark.
+
+A `Case` is one operator call at fixed shapes: a seeded input generator, the
+forward formulations to compare (`jaxops` and the plain-JAX one, plus e.g.
+`jaxops_unique`), the peer-runtime builders and the bytes the call must move.
+`plan_variants` turns a case into the variants that get timed:
+
+* `<form>`          forward under `jax.jit`;
+* `<form>.grad`     `jax.value_and_grad` of `sum(form(...) * w)`, the weights
+                    `w` an argument so XLA cannot constant-fold them;
+* `<form>.donated`  forward with the data buffer donated (`donate_argnums`);
+* `openvino`, `onnxruntime`  the one-op model in the peer runtime.
+
+Every variant runs once and its outputs are compared bit for bit with the
+first variant of its group (forward vs forward, fwd+bwd vs fwd+bwd) before
+anything is timed; a mismatch raises `BitExactError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+CACHE_LINE = 64
+
+
+class BitExactError(AssertionError):
+  """Two variants of one case disagree; the benchmark refuses to time them."""
+
+
+@dataclasses.dataclass
+class Traffic:
+  """Bytes one call must move, for the memory-traffic floors.
+
+  Attributes:
+    streamed: bytes read or written sequentially (indices, updates, output).
+    random_useful: bytes of `data` the random accesses need.
+    random_lines: bytes of the 64-byte cache lines those accesses touch.
+    copy: extra bytes (read + write) a non-donated, out-of-place call moves.
+  """
+  streamed: int
+  random_useful: int = 0
+  random_lines: int = 0
+  copy: int = 0
+
+  @classmethod
+  def random(cls, streamed: int, accesses: int, access_bytes: int, cap: int,
+             copy: int = 0) -> Traffic:
+    """`accesses` independent random accesses of `access_bytes` each.
+
+    Both random terms are capped at `cap`, the bytes of data the accesses can
+    reach: touching every line once is always enough.
+    """
+    lines = math.ceil(access_bytes / CACHE_LINE) * CACHE_LINE
+    return cls(streamed, min(accesses * access_bytes, cap),
+               min(accesses * lines, cap), copy)
+
+  def floor_bytes(self, donated: bool = True) -> int:
+    """Bytes that must move at all: streamed + useful random bytes."""
+    return self.streamed + self.random_useful + (0 if donated else self.copy)
+
+  def line_floor_bytes(self, donated: bool = True) -> int:
+    """As `floor_bytes`, but a random access moves whole 64-byte lines."""
+    return self.streamed + self.random_lines + (0 if donated else self.copy)
+
+
+@dataclasses.dataclass
+class Case:
+  """One operator call at fixed shapes.
+
+  `forms` maps a formulation name (`jaxops`, `plain`, ...) to a function of
+  the JAX arguments (static attributes closed over). `openvino(*params)`
+  builds the OpenVINO node from one Parameter per input; `onnx(inputs)`
+  returns an ONNX ModelProto whose inputs are x0, x1, ... and output y.
+  """
+  op: str
+  name: str
+  tier: str  # "ir" (the spec's layer shapes), "large" or "sweep"
+  shapes: str
+  make_inputs: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+  forms: dict[str, Callable[..., jax.Array]]
+  diff_argnums: tuple[int, ...]
+  traffic: Traffic
+  openvino: Callable[..., Any] | None = None
+  onnx: Callable[[Sequence[np.ndarray]], Any] | None = None
+  donate_argnum: int | None = None
+  sweep: str | None = None  # sweep name, for cases of a scaling sweep
+  size: int | None = None  # the swept quantity
+  grad: bool = True  # whether fwd+bwd variants are timed
+  peers: bool = True  # whether peer runtimes are timed
+
+  @property
+  def key(self) -> str:
+    return f"{self.op}/{self.name}"
+
+
+@dataclasses.dataclass
+class Runner:
+  """A variant ready to time: `call(setup())` runs it once."""
+  compile_s: float
+  call: Callable[[Any], Any]
+  outputs: Callable[[Any], list[np.ndarray]]
+  setup: Callable[[], Any] = lambda: None
+  note: str = ""
+
+
+@dataclasses.dataclass
+class Variant:
+  name: str
+  group: str  # "fwd" or "fwdbwd": variants of one group must agree bitwise
+  build: Callable[[], Runner]
+  donated: bool = False
+
+
+def small_ints(rng: np.random.Generator, shape: Sequence[int], high: int,
+               dtype=np.float32) -> np.ndarray:
+  """Nonzero integers in [-high, high] as floats.
+
+  Every sum and product the fwd+bwd variants form is then exact, so results
+  must agree bit for bit whatever order XLA or a peer accumulates in, and no
+  -0.0 can arise from a zero operand.
+  """
+  magnitude = rng.integers(1, high + 1, size=tuple(shape))
+  sign = rng.choice(np.array([-1, 1]), size=tuple(shape))
+  return (magnitude * sign).astype(dtype)
+
+
+def _leaves(tree) -> list[np.ndarray]:
+  return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def fwd_bwd(fn: Callable[..., jax.Array],
+            diff_argnums: tuple[int, ...]) -> Callable[..., Any]:
+  """`value_and_grad` of `sum(fn(*args) * w)`, `w` the last argument."""
+
+  def loss(*args):
+    *xs, w = args
+    return jnp.sum(fn(*xs) * w)
+
+  return jax.value_and_grad(loss, argnums=diff_argnums)
+
+
+def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
+               donate_argnum: int | None = None) -> Runner:
+  """Compiles `fn` ahead of time (timed) and returns its runner.
+
+  A donated argument gets a fresh device copy before every call (outside
+  the timed region), as a caller that owns its buffer would have.
+  """
+  donate = () if donate_argnum is None else (donate_argnum,)
+  jitted = jax.jit(fn, donate_argnums=donate)
+  start = time.perf_counter()
+  compiled = jitted.lower(*args).compile()
+  compile_s = time.perf_counter() - start
+  args = tuple(args)
+  if donate_argnum is None:
+    return Runner(compile_s, lambda a: compiled(*a), _leaves,
+                  setup=lambda: args)
+
+  def setup():
+    fresh = list(args)
+    fresh[donate_argnum] = jnp.array(args[donate_argnum], copy=True)
+    jax.block_until_ready(fresh[donate_argnum])
+    return tuple(fresh)
+
+  state = {}
+
+  def call(a):
+    out = compiled(*a)
+    state["donated"] = a[donate_argnum].is_deleted()
+    return out
+
+  runner = Runner(compile_s, call, _leaves, setup=setup)
+  runner.state = state  # type: ignore[attr-defined]
+  return runner
+
+
+def plan_variants(case: Case, args: Sequence[jax.Array],
+                  weights: jax.Array, inputs: Sequence[np.ndarray],
+                  out_shape: tuple[int, ...], threads: int) -> list[Variant]:
+  """Every variant of `case`, forward group first, in a fixed order."""
+  from bench import runtimes
+  variants = []
+  for form, fn in case.forms.items():
+    variants.append(Variant(form, "fwd",
+                            lambda fn=fn: jax_runner(fn, args)))
+  if case.donate_argnum is not None:
+    for form, fn in case.forms.items():
+      variants.append(Variant(
+          f"{form}.donated", "fwd",
+          lambda fn=fn: jax_runner(fn, args, case.donate_argnum),
+          donated=True))
+  if case.peers and case.openvino is not None:
+    variants.append(Variant(
+        "openvino", "fwd",
+        lambda: runtimes.openvino_runner(case.openvino, inputs, threads)))
+  if case.peers and case.onnx is not None:
+    variants.append(Variant(
+        "onnxruntime", "fwd",
+        lambda: runtimes.onnxruntime_runner(case.onnx(inputs), inputs,
+                                            out_shape, threads)))
+  if case.grad:
+    for form, fn in case.forms.items():
+      variants.append(Variant(
+          f"{form}.grad", "fwdbwd",
+          lambda fn=fn: jax_runner(fwd_bwd(fn, case.diff_argnums),
+                                   (*args, weights))))
+  return variants
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
+  if a.shape != b.shape or a.dtype != b.dtype:
+    return False, f"{a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
+  a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+  if a.tobytes() == b.tobytes():
+    return True, "bit-exact"
+  differ = a != b
+  if np.issubdtype(a.dtype, np.inexact):
+    differ &= ~(np.isnan(a) & np.isnan(b))
+  if not differ.any():
+    return True, "equal (differs only in the sign of zero or NaN payload)"
+  where = np.argwhere(differ)
+  first = tuple(int(i) for i in where[0])
+  return False, (f"{int(differ.sum())} of {a.size} elements differ, first at "
+                 f"{first}: {a[first]!r} vs {b[first]!r}")
+
+
+def check_bit_exact(case: Case,
+                    outputs: dict[str, tuple[str, list[np.ndarray]]]
+                    ) -> list[dict[str, str]]:
+  """Compares every variant with the first of its group; raises on mismatch.
+
+  Returns one record per comparison, for the JSON file.
+  """
+  checks = []
+  reference: dict[str, str] = {}
+  for name, (group, leaves) in outputs.items():
+    ref = reference.setdefault(group, name)
+    if ref == name:
+      continue
+    ref_leaves = outputs[ref][1]
+    if len(leaves) != len(ref_leaves):
+      raise BitExactError(
+          f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
+          f"{len(ref_leaves)}")
+    for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
+      ok, detail = _same_bits(a, b)
+      if not ok:
+        raise BitExactError(
+            f"{case.key}: output {i} of {name} differs from {ref}: {detail}")
+      checks.append({"variant": name, "reference": ref, "output": str(i),
+                     "result": detail})
+  return checks
+
+
+@dataclasses.dataclass
+class Timing:
+  median_s: float
+  p10_s: float
+  p90_s: float
+  reps: int
+
+
+def measure(runner: Runner, warmup: int, reps: int, budget_s: float,
+            min_reps: int = 5) -> Timing:
+  """Median of up to `reps` timed calls (at least `min_reps`).
+
+  Stops early once `budget_s` of timed calls have run. Each call is
+  synchronized with `block_until_ready`; `setup` runs outside the clock.
+  """
+  for _ in range(warmup):
+    jax.block_until_ready(runner.call(runner.setup()))
+  times = []
+  spent = 0.0
+  while len(times) < reps and (len(times) < min_reps or spent < budget_s):
+    state = runner.setup()
+    start = time.perf_counter()
+    jax.block_until_ready(runner.call(state))
+    elapsed = time.perf_counter() - start
+    times.append(elapsed)
+    spent += elapsed
+  times.sort()
+  pick = lambda q: times[min(len(times) - 1, int(q * len(times)))]
+  return Timing(statistics.median(times), pick(0.1), pick(0.9), len(times))
+
+
+def measure_bandwidth(nbytes: int, reps: int = 7) -> dict[str, float]:
+  """Copy bandwidth in bytes/s: read + write bytes of a large `np.copyto`.
+
+  Also measures a jitted device copy of the same size, which is the relevant
+  number on accelerators (and uses XLA's threads on CPU).
+  """
+  n = nbytes // 4
+  src = np.arange(n, dtype=np.float32)
+  dst = np.empty_like(src)
+  np.copyto(dst, src)
+  host = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    np.copyto(dst, src)
+    host.append(time.perf_counter() - start)
+  x = jax.device_put(src)
+  copy = jax.jit(lambda v: v + 1.0)  # a copy XLA cannot elide
+  jax.block_until_ready(copy(x))
+  device = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    jax.block_until_ready(copy(x))
+    device.append(time.perf_counter() - start)
+  del x
+  return {"bytes": float(2 * n * 4),
+          "host_copyto_Bps": 2 * n * 4 / statistics.median(host),
+          "device_copy_Bps": 2 * n * 4 / statistics.median(device)}

@@ -1,0 +1,85 @@
+"""GatherND-8: jaxops.gather_nd vs `data[batch_iotas + index_columns]`."""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+import jaxops
+from bench import runtimes
+from bench.harness import Case, Traffic, small_ints
+
+FUNCTION = "gather_nd"
+
+
+def plain(data, indices, batch_dims):
+  """NumPy-style advanced indexing; batch dims as broadcast aranges."""
+  lead = indices.ndim - 1
+  batch = tuple(
+      jnp.arange(data.shape[d]).reshape([-1 if j == d else 1
+                                         for j in range(lead)])
+      for d in range(batch_dims))
+  columns = tuple(indices[..., j] for j in range(indices.shape[-1]))
+  return data[batch + columns]
+
+
+def case(name, tier, data_shape, indices_shape, batch_dims, *, sweep=None,
+         size=None, grad=True, peers=True):
+  b = batch_dims
+  k = indices_shape[-1]
+  sizes = np.asarray(data_shape[b:b + k])
+
+  def make_inputs(rng):
+    data = small_ints(rng, data_shape, 3)
+    indices = rng.integers(0, sizes, size=indices_shape).astype(np.int32)
+    return data, indices
+
+  slice_elems = math.prod(data_shape[b + k:])
+  tuples = math.prod(indices_shape[:-1])
+  traffic = Traffic.random(
+      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
+      accesses=tuples, access_bytes=4 * slice_elems,
+      cap=4 * math.prod(data_shape))
+  return Case(
+      op="gather_nd", name=name, tier=tier,
+      shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
+      f"batch_dims={b}",
+      make_inputs=make_inputs,
+      forms={"jaxops": lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
+             "plain": lambda d, i: plain(d, i, b)},
+      diff_argnums=(0,), traffic=traffic,
+      openvino=lambda d, i: _ov().gather_nd(d, i, batch_dims=b),
+      onnx=lambda inputs: runtimes.onnx_model(
+          [_onnx_node("GatherND", ["x0", "x1"], batch_dims=b)], inputs),
+      sweep=sweep, size=size, grad=grad, peers=peers)
+
+
+def _ov():
+  import openvino.opset8 as ops
+  return ops
+
+
+def _onnx_node(op_type, inputs, **attrs):
+  from onnx import helper
+  return helper.make_node(op_type, inputs, ["y"], **attrs)
+
+
+def cases(smoke: bool) -> list[Case]:
+  if smoke:
+    out = [case("ir_b0", "ir", (10, 6, 4, 5), (5, 7, 3), 0),
+           case("ir_b2", "ir", (3, 2, 10, 5), (3, 2, 3, 1), 2),
+           case("large", "large", (64, 64), (512, 2), 0)]
+    sweep = [100, 300, 1000, 3000, 10000]
+    data = (64, 64)
+  else:
+    out = [case("ir_b0", "ir", (1000, 256, 10, 15), (25, 125, 3), 0),
+           case("ir_b2", "ir", (30, 2, 100, 35), (30, 2, 3, 1), 2),
+           case("ir_b3", "ir", (1, 64, 64, 320), (1, 64, 64, 1, 1), 3),
+           case("large", "large", (4096, 4096), (1048576, 2), 0)]
+    sweep = [10486, 33159, 104858, 331582, 1048576]
+    data = (4096, 4096)
+  out += [case(f"sweep_n{n}", "sweep", data, (n, 2), 0, sweep="tuples",
+               size=n, grad=False, peers=False) for n in sweep]
+  return out

@@ -1,0 +1,254 @@
+"""Markdown tables and PNG plots from a results dict (see bench/cli.py).
+
+Ratios are time/time, so < 1 means the first-named side is faster:
+`jaxops/peer` < 1 is jaxops ahead of the faster peer runtime; `jaxops/floor`
+is how many times the memory-traffic floor the call takes (>= 1 expected);
+`plain/jaxops` for fwd+bwd is jaxops's speedup over JAX's autodiff of the
+plain formulation (> 1 is jaxops ahead).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+PEERS = ("openvino", "onnxruntime")
+
+
+def _ms(seconds: float | None) -> str:
+  if seconds is None:
+    return "-"
+  ms = seconds * 1e3
+  return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+  if a is None or b is None or b == 0:
+    return "-"
+  return f"{a / b:.2f}"
+
+
+def _median(case: dict, name: str) -> float | None:
+  entry = case["variants"].get(name)
+  return entry["median_s"] if entry else None
+
+
+def best_peer(case: dict) -> tuple[str | None, float | None]:
+  times = [(name, _median(case, name)) for name in PEERS
+           if _median(case, name) is not None]
+  return min(times, key=lambda t: t[1]) if times else (None, None)
+
+
+def floors(case: dict, variant: str) -> tuple[float, float]:
+  """(traffic floor, cache-line floor) in seconds for `variant`.
+
+  Out-of-place variants of an op that can run in place (scatter without
+  donation) also pay the data copy.
+  """
+  entry = case["variants"][variant]
+  extra = 0.0 if entry.get("donated") else case.get("copy_s", 0.0)
+  return case["floor_s"] + extra, case["line_floor_s"] + extra
+
+
+def forward_rows(results: dict) -> list[dict[str, Any]]:
+  """One row per (non-sweep case, jaxops forward variant)."""
+  rows = []
+  for case in results["cases"]:
+    if case["tier"] == "sweep":
+      continue
+    peer_name, peer = best_peer(case)
+    compile_max = max((v["compile_s"] for v in case["variants"].values()),
+                      default=None)
+    for name, entry in case["variants"].items():
+      if entry["group"] != "fwd" or not name.startswith("jaxops"):
+        continue
+      floor, line_floor = floors(case, name)
+      plain = _median(case, "plain.donated" if entry["donated"] else "plain")
+      rows.append({
+          "case": case["key"], "variant": name, "jaxops_s": entry["median_s"],
+          "plain_s": plain, "openvino_s": _median(case, "openvino"),
+          "onnxruntime_s": _median(case, "onnxruntime"),
+          "best_peer": peer_name, "best_peer_s": peer, "floor_s": floor,
+          "line_floor_s": line_floor, "compile_max_s": compile_max,
+          "jaxops_over_peer": entry["median_s"] / peer if peer else None,
+          "jaxops_over_line_floor": entry["median_s"] / line_floor})
+  return rows
+
+
+def grad_rows(results: dict) -> list[dict[str, Any]]:
+  rows = []
+  for case in results["cases"]:
+    plain = _median(case, "plain.grad")
+    for name, entry in case["variants"].items():
+      if entry["group"] == "fwdbwd" and name.startswith("jaxops"):
+        rows.append({"case": case["key"], "variant": name,
+                     "jaxops_s": entry["median_s"], "plain_s": plain,
+                     "speedup": plain / entry["median_s"] if plain else None})
+  return rows
+
+
+def markdown(results: dict) -> str:
+  env, bw = results["env"], results["bandwidth"]
+  lines = [
+      "# jaxops benchmark",
+      "",
+      f"{env['utc']} | backend **{env['backend']}** ({env['device_kind']}) | "
+      f"jax {env['jax']} / jaxlib {env['jaxlib']} | {env['cpu_count']} CPUs "
+      f"({env['cpu_model']}) | peers: " + ", ".join(
+          f"{k} {v}" for k, v in env["peers"].items()) +
+      f" ({env['peer_threads']} threads) | load average "
+      f"{env['loadavg_start'][0]:.2f} -> "
+      f"{env.get('loadavg_end', [math.nan])[0]:.2f}",
+      "",
+      f"Copy bandwidth: host np.copyto {bw['host_copyto_Bps'] / 1e9:.2f} GB/s, "
+      f"jitted device copy {bw['device_copy_Bps'] / 1e9:.2f} GB/s (read + "
+      f"write bytes); floors use `{bw['used']}`. Times are medians in ms.",
+      "",
+  ]
+  if results.get("skipped_ops"):
+    lines += [f"Skipped operators: {results['skipped_ops']}", ""]
+  lines += [
+      "## Forward",
+      "",
+      "| case | jaxops variant | jaxops | plain | OpenVINO | onnxruntime | "
+      "line floor | jaxops/best peer | jaxops/line floor | max compile |",
+      "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for r in forward_rows(results):
+    lines.append(
+        f"| {r['case']} | {r['variant']} | {_ms(r['jaxops_s'])} | "
+        f"{_ms(r['plain_s'])} | {_ms(r['openvino_s'])} | "
+        f"{_ms(r['onnxruntime_s'])} | {_ms(r['line_floor_s'])} | "
+        f"{_ratio(r['jaxops_s'], r['best_peer_s'])} | "
+        f"{_ratio(r['jaxops_s'], r['line_floor_s'])} | "
+        f"{_ms(r['compile_max_s'])} |")
+  grads = grad_rows(results)
+  if grads:
+    lines += ["", "## Forward + backward (value_and_grad)", "",
+              "| case | jaxops variant | jaxops | plain autodiff | "
+              "plain/jaxops |", "|---|---|---|---|---|"]
+    for r in grads:
+      lines.append(f"| {r['case']} | {r['variant']} | {_ms(r['jaxops_s'])} | "
+                   f"{_ms(r['plain_s'])} | {_ratio(r['plain_s'], r['jaxops_s'])}"
+                   " |")
+  lines += sweep_tables(results)
+  lines += ["", "## All variants", "",
+            "| case | variant | compile ms | median ms | p10-p90 ms | reps |",
+            "|---|---|---|---|---|---|"]
+  for case in results["cases"]:
+    for name, e in case["variants"].items():
+      note = ""
+      if e.get("donated"):
+        note = " (donated)" if e.get("donation_used") else " (NOT donated)"
+      lines.append(
+          f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
+          f"{_ms(e['median_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "
+          f"{e['reps']} |")
+    for name, why in case["skipped"].items():
+      lines.append(f"| {case['key']} | {name} | skipped: {why} | | | |")
+  n_checks = sum(len(c["checks"]) for c in results["cases"])
+  lines += ["", f"Bit-exactness: {n_checks} output comparisons across "
+            f"{len(results['cases'])} cases, all equal"
+            if not results.get("bit_exact_failure") else
+            f"BIT-EXACTNESS FAILURE: {results['bit_exact_failure']}"]
+  lines.append(f"Wall time: {results.get('wall_s', 0):.0f} s")
+  return "\n".join(lines) + "\n"
+
+
+def _sweeps(results: dict) -> dict[tuple[str, str], list[dict]]:
+  sweeps: dict[tuple[str, str], list[dict]] = {}
+  for case in results["cases"]:
+    if case["tier"] == "sweep":
+      sweeps.setdefault((case["op"], case["sweep"]), []).append(case)
+  return sweeps
+
+
+def sweep_tables(results: dict) -> list[str]:
+  lines = []
+  for (op, sweep), cases in _sweeps(results).items():
+    cases = sorted(cases, key=lambda c: c["size"])
+    names = list(dict.fromkeys(n for c in cases for n in c["variants"]))
+    lines += ["", f"## Sweep {op} over {sweep} (ms)", "",
+              "| variant | " + " | ".join(str(c["size"]) for c in cases) +
+              " | last/first |",
+              "|---|" + "---|" * (len(cases) + 1)]
+    for name in names:
+      times = [_median(c, name) for c in cases]
+      lines.append(f"| {name} | " + " | ".join(_ms(t) for t in times) +
+                   f" | {_ratio(times[-1], times[0])} |")
+    line = [c["line_floor_s"] for c in cases]
+    lines.append("| line floor (donated) | " + " | ".join(_ms(t) for t in line)
+                 + f" | {_ratio(line[-1], line[0])} |")
+  return lines
+
+
+def plots(results: dict, out_dir: str) -> list[str]:
+  """Per-op bar charts (log time) and log-log sweep plots with floors."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  paths = []
+  by_op: dict[str, list[dict]] = {}
+  for case in results["cases"]:
+    if case["tier"] != "sweep":
+      by_op.setdefault(case["op"], []).append(case)
+  for op, cases in by_op.items():
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5),
+                             gridspec_kw={"width_ratios": [3, 2]})
+    for ax, group, title in ((axes[0], "fwd", "forward"),
+                             (axes[1], "fwdbwd", "forward + backward")):
+      names = list(dict.fromkeys(
+          n for c in cases for n, e in c["variants"].items()
+          if e["group"] == group))
+      width = 0.8 / max(1, len(names))
+      for j, name in enumerate(names):
+        xs = [i + (j - (len(names) - 1) / 2) * width
+              for i, c in enumerate(cases) if name in c["variants"]]
+        ys = [c["variants"][name]["median_s"] * 1e3 for c in cases
+              if name in c["variants"]]
+        ax.bar(xs, ys, width, label=name)
+      if group == "fwd":
+        for i, c in enumerate(cases):
+          ax.hlines(c["line_floor_s"] * 1e3, i - 0.45, i + 0.45, colors="k",
+                    linestyles="--", label="line floor" if i == 0 else None)
+      ax.set_yscale("log")
+      ax.set_xticks(range(len(cases)), [c["name"] for c in cases])
+      ax.set_ylabel("median time (ms)")
+      ax.set_title(f"{op}: {title}")
+      if names:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{op}_bars.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+  sweeps = _sweeps(results)
+  for op in dict.fromkeys(op for op, _ in sweeps):
+    mine = [(s, c) for (o, s), c in sweeps.items() if o == op]
+    fig, axes = plt.subplots(1, len(mine), figsize=(6 * len(mine), 4.5),
+                             squeeze=False)
+    for ax, (sweep, cases) in zip(axes[0], mine):
+      cases = sorted(cases, key=lambda c: c["size"])
+      sizes = [c["size"] for c in cases]
+      names = list(dict.fromkeys(n for c in cases for n in c["variants"]))
+      for name in names:
+        pts = [(c["size"], c["variants"][name]["median_s"] * 1e3)
+               for c in cases if name in c["variants"]]
+        ax.plot(*zip(*pts), marker="o", label=name)
+      ax.plot(sizes, [c["line_floor_s"] * 1e3 for c in cases], "k--",
+              label="line floor (donated)")
+      ax.plot(sizes, [c["floor_s"] * 1e3 for c in cases], "k:",
+              label="traffic floor (donated)")
+      ax.set_xscale("log")
+      ax.set_yscale("log")
+      ax.set_xlabel(sweep)
+      ax.set_ylabel("median time (ms)")
+      ax.set_title(f"{op}: time vs {sweep}")
+      ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{op}_sweep.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+  return paths
