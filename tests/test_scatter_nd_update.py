@@ -1,0 +1,506 @@
+"""Unit tests for ScatterNDUpdate-3 (`jaxops.scatter_nd_update`).
+
+Data movement is checked with exact equality against a NumPy loop that applies
+the update tuples in order (so duplicates resolve last-wins), derivatives with
+`check_grads` and exact zero patterns.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import checkify
+from jax.test_util import check_grads
+
+import jaxops
+from jaxops import _scatter_nd_update as snu
+from jaxops import shapes
+
+
+def reference(data, indices, updates, mode="drop"):
+  """ScatterNDUpdate applied tuple by tuple, in row-major order."""
+  data, indices = np.asarray(data), np.asarray(indices)
+  out = data.copy()
+  k = indices.shape[-1]
+  tuples = indices.reshape(-1, k).astype(np.int64)
+  rows = np.asarray(updates).reshape((len(tuples),) + data.shape[k:])
+  sizes = np.asarray(data.shape[:k], np.int64)
+  for tup, row in zip(tuples, rows):
+    tup = np.where(tup < 0, tup + sizes, tup)
+    if mode == "clip":
+      tup = np.clip(tup, 0, sizes - 1)
+    elif np.any((tup < 0) | (tup >= sizes)):
+      continue
+    out[tuple(tup)] = row
+  return out
+
+
+def random_case(rng, data_shape, lead_shape, k, *, unique, dtype=np.float64,
+                index_dtype=np.int64):
+  """Valid indices in [-s, s-1] (negatives included), unique if asked."""
+  sizes = data_shape[:k]
+  n = int(np.prod(lead_shape))
+  if unique:
+    flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
+    tuples = np.stack(np.unravel_index(flat, sizes), -1) if k else \
+        np.zeros((n, 0), np.int64)
+    negate = rng.random(tuples.shape) < 0.3
+    tuples = np.where(negate, tuples - np.asarray(sizes), tuples)
+  else:
+    tuples = rng.integers(-np.asarray(sizes), sizes, size=(n, k))
+  indices = tuples.reshape(*lead_shape, k).astype(index_dtype)
+  updates_shape = tuple(lead_shape) + tuple(data_shape[k:])
+  data = (rng.standard_normal(data_shape) * 10).astype(dtype)
+  updates = (rng.standard_normal(updates_shape) * 10).astype(dtype)
+  return data, indices, updates
+
+
+# --- spec examples ---------------------------------------------------------
+
+
+def test_spec_example_1_elements():
+  data = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.int32)
+  indices = np.array([[4], [3], [1], [7]], np.int32)
+  updates = np.array([9, 10, 11, 12], np.int32)
+  out = jaxops.scatter_nd_update(data, indices, updates)
+  np.testing.assert_array_equal(out, [1, 11, 3, 10, 9, 6, 7, 12])
+  assert out.dtype == np.int32
+
+
+def test_spec_example_2_slices():
+  a = [[1, 2, 3, 4], [5, 6, 7, 8], [8, 7, 6, 5], [4, 3, 2, 1]]
+  b = [[8, 7, 6, 5], [4, 3, 2, 1], [1, 2, 3, 4], [5, 6, 7, 8]]
+  data = np.array([a, a, b, b], np.int32)
+  indices = np.array([[0], [2]], np.int64)
+  updates = np.array([[[5] * 4, [6] * 4, [7] * 4, [8] * 4],
+                      [[1] * 4, [2] * 4, [3] * 4, [4] * 4]], np.int32)
+  expected = np.array([updates[0], a, updates[1], b], np.int32)
+  np.testing.assert_array_equal(
+      jaxops.scatter_nd_update(data, indices, updates), expected)
+
+
+def test_ir_layer_example_shape_rule_and_eval_shape():
+  data_shape, indices_shape, updates_shape = (1000, 256, 10, 15), (25, 125, 3), (25, 125, 15)
+  assert shapes.scatter_nd_update(data_shape, indices_shape,
+                                  updates_shape) == data_shape
+  out = jax.eval_shape(
+      jaxops.scatter_nd_update,
+      jax.ShapeDtypeStruct(data_shape, jnp.float32),
+      jax.ShapeDtypeStruct(indices_shape, jnp.int32),
+      jax.ShapeDtypeStruct(updates_shape, jnp.float32))
+  assert out.shape == data_shape and out.dtype == jnp.float32
+
+
+# --- bad inputs --------------------------------------------------------------
+
+F32, F64, I32 = np.float32, np.float64, np.int32
+
+# (id, data (shape, dtype), indices (shape, dtype), updates (shape, dtype),
+#  kwargs, exception, message regex)
+BAD_INPUTS = [
+    ("updates_would_broadcast", ((4, 3), F32), ((2, 1), I32), ((1, 3), F32), {},
+     ValueError, r"ScatterNDUpdate-3: updates shape \(1, 3\) must equal "
+     r"indices.shape\[:-1\] \+ data.shape\[k:\] = \(2, 3\) with k=1; updates "
+     r"are not broadcast"),
+    ("updates_scalar_for_vector", ((4, 3), F32), ((2, 2), I32), ((), F32), {},
+     ValueError, r"updates shape \(\) must equal .* = \(2,\) with k=2"),
+    ("updates_wrong_slice", ((4, 3), F32), ((2, 1), I32), ((2, 4), F32), {},
+     ValueError, r"updates shape \(2, 4\) must equal .* = \(2, 3\)"),
+    ("updates_two_elements_for_0d", ((4,), F32), ((1,), I32), ((2,), F32), {},
+     ValueError, r"updates shape \(2,\) must equal .* = \(\) \(or \(1,\)\)"),
+    ("k_greater_than_rank", ((4,), F32), ((2, 2), I32), ((2,), F32), {},
+     ValueError, r"indices.shape\[-1\]=2 must be <= rank\(data\)=1 "
+     r"\(data shape \(4,\), indices shape \(2, 2\), updates shape \(2,\)\)"),
+    ("data_rank_0", ((), F32), ((1,), I32), ((), F32), {},
+     ValueError, r"data must have rank >= 1, got rank 0"),
+    ("indices_rank_0", ((4,), F32), ((), I32), ((), F32), {},
+     ValueError, r"indices must have rank >= 1, got rank 0"),
+    ("float_indices", ((4,), F32), ((2, 1), F32), ((2,), F32), {},
+     TypeError, r"ScatterNDUpdate-3: indices must have an integer dtype, "
+     r"got float32"),
+    ("dtype_mismatch", ((4,), F32), ((2, 1), I32), ((2,), F64), {},
+     TypeError, r"updates dtype float64 must equal data dtype float32"),
+    ("int_updates_for_float_data", ((4,), F32), ((2, 1), I32), ((2,), I32), {},
+     TypeError, r"updates dtype int32 must equal data dtype float32"),
+    ("bad_mode", ((4,), F32), ((2, 1), I32), ((2,), F32), {"mode": "wrap"},
+     ValueError, r"mode='wrap' must be one of \('drop', 'clip', "
+     r"'promise_in_bounds'\)"),
+    ("unique_not_bool", ((4,), F32), ((2, 1), I32), ((2,), F32),
+     {"unique_indices": 1}, TypeError,
+     r"unique_indices must be a Python bool, got int 1"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_inputs_raise_at_trace_time(case):
+  _, (d_shape, d_dtype), (i_shape, i_dtype), (u_shape, u_dtype), kwargs, exc, \
+      pattern = case
+  args = (jax.ShapeDtypeStruct(d_shape, d_dtype),
+          jax.ShapeDtypeStruct(i_shape, i_dtype),
+          jax.ShapeDtypeStruct(u_shape, u_dtype))
+  with pytest.raises(exc, match=pattern):
+    jax.eval_shape(lambda d, i, u: jaxops.scatter_nd_update(d, i, u, **kwargs),
+                   *args)
+  if exc is ValueError and not kwargs:
+    # The shape rule raises the same error without arrays.
+    with pytest.raises(ValueError, match=pattern):
+      shapes.scatter_nd_update(d_shape, i_shape, u_shape)
+
+
+def test_python_float_list_into_int_data_is_rejected():
+  with pytest.raises(TypeError, match=r"kind float64 cannot be converted to "
+                     r"data dtype int32"):
+    jaxops.scatter_nd_update(np.zeros(3, np.int32), [[0]], [1.5])
+
+
+def test_python_values_take_data_dtype():
+  out = jaxops.scatter_nd_update(np.zeros(3, np.float32), [[2], [0]], [7, 8])
+  assert out.dtype == np.float32
+  np.testing.assert_array_equal(out, [8, 0, 7])
+
+
+def test_eager_out_of_range_raises_index_error():
+  with pytest.raises(IndexError, match=re.escape(
+      "ScatterNDUpdate-3: indices[1, 0]=4 is out of range for a dim of size 4")):
+    jaxops.scatter_nd_update(np.zeros(4), np.array([[1], [4]]), np.ones(2))
+  with pytest.raises(IndexError, match=r"indices\[0, 1\]=-4 is out of range"):
+    jaxops.scatter_nd_update(np.zeros((2, 3)), np.array([[1, -4]]), np.ones(1))
+
+
+# --- values: shapes, dtypes, zero-size -----------------------------------------
+
+SHAPE_CASES = [
+    # (data shape, leading indices shape, k)
+    ((8,), (4,), 1),
+    ((5, 6), (3,), 2),
+    ((5, 6), (2, 2), 1),
+    ((4, 3, 5), (2, 2), 2),
+    ((4, 3, 5), (), 3),
+    ((4, 3, 5), (1,), 1),
+    ((6, 2, 3, 2), (2, 1, 2), 3),
+]
+
+
+@pytest.mark.parametrize("unique", [True, False], ids=["unique", "duplicates"])
+@pytest.mark.parametrize("data_shape,lead,k", SHAPE_CASES,
+                         ids=[str(c) for c in SHAPE_CASES])
+def test_matches_in_order_reference(data_shape, lead, k, unique):
+  rng = np.random.default_rng(hash((data_shape, lead, k)) % 2**32)
+  for _ in range(3):
+    data, indices, updates = random_case(rng, data_shape, lead, k,
+                                         unique=unique)
+    out = jaxops.scatter_nd_update(data, indices, updates)
+    np.testing.assert_array_equal(out, reference(data, indices, updates))
+    np.testing.assert_array_equal(
+        jax.jit(jaxops.scatter_nd_update)(data, indices, updates), out)
+    if unique:
+      np.testing.assert_array_equal(
+          jaxops.scatter_nd_update(data, indices, updates, unique_indices=True),
+          out)
+
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+          np.uint32, np.int64, np.uint64, jnp.bfloat16, np.float16, np.float32,
+          np.float64, np.complex64, np.complex128]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_data_dtype(dtype):
+  rng = np.random.default_rng(3)
+  data = rng.integers(0, 100, size=(5, 4)).astype(dtype)
+  updates = rng.integers(0, 100, size=(3, 4)).astype(dtype)
+  indices = np.array([[4], [-5], [4]], np.int32)  # duplicate: last wins
+  out = jaxops.scatter_nd_update(data, indices, updates)
+  assert out.dtype == np.dtype(dtype)
+  np.testing.assert_array_equal(np.asarray(out), reference(data, indices, updates))
+
+
+@pytest.mark.parametrize("index_dtype", [np.int8, np.uint8, np.int16, np.int32,
+                                         np.int64, np.uint32, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+def test_index_dtypes(index_dtype):
+  rng = np.random.default_rng(4)
+  signed = np.issubdtype(index_dtype, np.signedinteger)
+  data = rng.standard_normal((200, 3))
+  indices = rng.integers(-200 if signed else 0, 200 if signed else 200,
+                         size=(50, 1))
+  if np.dtype(index_dtype).itemsize == 1:
+    indices = np.clip(indices, -128 if signed else 0, 127)
+  indices = indices.astype(index_dtype)
+  updates = rng.standard_normal((50, 3))
+  expected = reference(data, indices, updates)
+  np.testing.assert_array_equal(
+      jaxops.scatter_nd_update(data, indices, updates), expected)
+
+
+def test_unsigned_out_of_range_under_jit_is_dropped_not_wrapped():
+  # 2**32 + 1 would alias index 1 if narrowed to 32 bits without care.
+  data = np.zeros(4)
+  indices = np.array([[2**32 + 1], [3], [2**63]], np.uint64)
+  out = jax.jit(jaxops.scatter_nd_update)(data, indices, np.array([5., 6., 7.]))
+  np.testing.assert_array_equal(out, [0, 0, 0, 6])
+
+
+@pytest.mark.parametrize("updates_shape", [(), (1,)], ids=["0d", "one_element"])
+def test_zero_d_updates_and_one_element_form(updates_shape):
+  data = np.arange(6, dtype=np.float32).reshape(2, 3)
+  updates = np.full(updates_shape, 9, np.float32)
+  out = jaxops.scatter_nd_update(data, np.array([1, -1]), updates)
+  np.testing.assert_array_equal(out, [[0, 1, 2], [3, 4, 9]])
+  grad = jax.grad(lambda u: jnp.sum(
+      jaxops.scatter_nd_update(data, np.array([1, 2]), u) * 3))(updates)
+  assert grad.shape == updates_shape
+  np.testing.assert_array_equal(grad, np.full(updates_shape, 3, np.float32))
+
+
+ZERO_SIZE = [
+    # (id, data shape, indices shape, updates shape)
+    ("no_tuples", (4, 3), (0, 1), (0, 3)),
+    ("no_tuples_2d_lead", (4, 3), (2, 0, 2), (2, 0)),
+    ("empty_slices", (4, 0), (2, 1), (2, 0)),
+    ("empty_data_and_tuples", (0, 3), (0, 1), (0, 3)),
+]
+
+
+@pytest.mark.parametrize("case", ZERO_SIZE, ids=[c[0] for c in ZERO_SIZE])
+def test_zero_size(case):
+  _, data_shape, indices_shape, updates_shape = case
+  data = np.ones(data_shape, np.float32)
+  indices = np.zeros(indices_shape, np.int32)
+  updates = np.zeros(updates_shape, np.float32)
+  for fn in (jaxops.scatter_nd_update, jax.jit(jaxops.scatter_nd_update)):
+    out = fn(data, indices, updates)
+    assert out.shape == data_shape and out.dtype == np.float32
+    np.testing.assert_array_equal(out, data)
+  grads = jax.grad(lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
+                   argnums=(0, 1))(data, updates)
+  np.testing.assert_array_equal(grads[0], np.ones(data_shape))
+  assert grads[1].shape == updates_shape
+
+
+def test_tuples_into_an_empty_dim_are_dropped_under_jit():
+  data = np.zeros((0, 3), np.float32)
+  out = jax.jit(jaxops.scatter_nd_update)(data, np.array([[0]]),
+                                          np.ones((1, 3), np.float32))
+  assert out.shape == (0, 3)
+  with pytest.raises(IndexError, match="dim of size 0"):
+    jaxops.scatter_nd_update(data, np.array([[0]]), np.ones((1, 3), np.float32))
+
+
+def test_k0_replaces_everything_and_last_wins():
+  data = np.zeros((2, 3))
+  updates = np.stack([np.full((2, 3), 1.), np.full((2, 3), 2.)])
+  out = jaxops.scatter_nd_update(data, np.zeros((2, 0), np.int64), updates)
+  np.testing.assert_array_equal(out, np.full((2, 3), 2.))
+  grad_d, grad_u = jax.grad(
+      lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, np.zeros((2, 0), int), u)),
+      argnums=(0, 1))(data, updates)
+  np.testing.assert_array_equal(grad_d, 0)
+  np.testing.assert_array_equal(grad_u, [np.zeros((2, 3)), np.ones((2, 3))])
+
+
+# --- duplicates: every winner strategy ---------------------------------------
+
+def _fit_only_up_to(limit):
+  """An `_int_dtype_for` that pretends wider values do not fit."""
+  return lambda value: jnp.int32 if value <= limit else None
+
+
+STRATEGIES = {
+    # name: {module attribute: value} forcing that branch of `_winners`.
+    "table": {"_TABLE_MIN_SLOTS": 1 << 30},
+    "packed_sort": {"_TABLE_MIN_SLOTS": 0,
+                    "_TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT": 0},
+    "pair_sort": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT": 0,
+                  "_int_dtype_for": "slots"},
+    "column_sort": {"_int_dtype_for": "below_slots"},
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("data_shape,lead,k", [((7,), (40,), 1),
+                                               ((4, 3, 2), (6, 5), 2),
+                                               ((3, 4, 2), (30,), 3)])
+def test_duplicates_last_wins_every_strategy(monkeypatch, strategy, data_shape,
+                                             lead, k):
+  slots = int(np.prod(data_shape[:k]))
+  for name, value in STRATEGIES[strategy].items():
+    if value == "slots":
+      value = _fit_only_up_to(slots)
+    elif value == "below_slots":
+      value = _fit_only_up_to(slots - 1)
+    monkeypatch.setattr(snu, name, value)
+  rng = np.random.default_rng(11)
+  data, indices, updates = random_case(rng, data_shape, lead, k, unique=False)
+  # Out-of-range tuples mixed in (dropped under jit), on both sides.
+  indices.reshape(-1, k)[::7, 0] = data_shape[0] + 2
+  indices.reshape(-1, k)[3::11, 0] = -data_shape[0] - 1
+  expected = reference(data, indices, updates)
+  out = jax.jit(jaxops.scatter_nd_update)(data, indices, updates)
+  np.testing.assert_array_equal(out, expected)
+  np.testing.assert_array_equal(
+      jax.jit(lambda *a: jaxops.scatter_nd_update(*a, mode="clip"))(
+          data, indices, updates), reference(data, indices, updates, "clip"))
+
+
+def _winner_mask(data_shape, indices):
+  """Per tuple: is it the last in-range tuple of its target (NumPy)."""
+  k = indices.shape[-1]
+  sizes = np.asarray(data_shape[:k])
+  tuples = indices.reshape(-1, k)
+  tuples = np.where(tuples < 0, tuples + sizes, tuples)
+  last = {}
+  for pos, tup in enumerate(map(tuple, tuples)):
+    if all(0 <= t < s for t, s in zip(tup, sizes)):
+      last[tup] = pos
+  mask = np.zeros(len(tuples), bool)
+  mask[list(last.values())] = True
+  return mask.reshape(indices.shape[:-1])
+
+
+@pytest.mark.parametrize("data_shape,lead,k", [((6,), (15,), 1),
+                                               ((4, 3, 2), (3, 4), 1),
+                                               ((4, 3, 2), (10,), 3)])
+def test_duplicate_gradients_zero_for_losers(data_shape, lead, k):
+  rng = np.random.default_rng(5)
+  data, indices, updates = random_case(rng, data_shape, lead, k, unique=False)
+  cotangent = rng.standard_normal(data_shape)
+  loss = lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u) * cotangent)
+  grad_d, grad_u = jax.jit(jax.grad(loss, argnums=(0, 1)))(data, updates)
+  written = reference(np.zeros(data_shape), indices,
+                      np.ones(updates.shape)) == 1
+  np.testing.assert_array_equal(grad_d, np.where(written, 0, cotangent))
+  wins = _winner_mask(data_shape, indices)
+  sizes = np.asarray(data_shape[:k])
+  gathered = cotangent[tuple(np.moveaxis(np.where(indices < 0, indices + sizes,
+                                                  indices), -1, 0))]
+  wins = wins.reshape(wins.shape + (1,) * (len(data_shape) - k))
+  np.testing.assert_array_equal(grad_u, np.where(wins, gathered, 0))
+  assert np.any(~wins), "the case must contain losers"
+
+
+def test_grad_does_not_build_a_data_sized_id_tensor():
+  """JAX's default scatter VJP scatters an id tensor of data's size."""
+  data = jnp.zeros((50, 40))
+  indices = jnp.array([[1], [1], [3]])
+  jaxpr = jax.make_jaxpr(jax.grad(
+      lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
+      argnums=(0, 1)))(data, jnp.ones((3, 40)))
+  for eqn in jaxpr.jaxpr.eqns:
+    for var in eqn.outvars:
+      aval = var.aval
+      assert not (aval.shape == data.shape and
+                  jnp.issubdtype(aval.dtype, jnp.integer)), eqn
+    if eqn.primitive.name == "scatter":
+      assert eqn.params["unique_indices"], eqn
+
+
+# --- out of range, checkify, donation ------------------------------------------
+
+
+def test_out_of_range_dropped_under_jit_and_clip_mode():
+  data = np.arange(5.)
+  indices = np.array([[1], [5], [-6], [-1], [100]])
+  updates = np.array([10., 11., 12., 13., 14.])
+  out = jax.jit(jaxops.scatter_nd_update)(data, indices, updates)
+  np.testing.assert_array_equal(out, [0, 10, 2, 3, 13])
+  clipped = jaxops.scatter_nd_update(data, indices, updates, mode="clip")
+  np.testing.assert_array_equal(clipped, [12, 10, 2, 3, 14])
+  np.testing.assert_array_equal(clipped, reference(data, indices, updates, "clip"))
+
+
+@pytest.mark.parametrize("errors", [checkify.user_checks, checkify.index_checks],
+                         ids=["user_checks", "index_checks"])
+def test_checkify_flags_out_of_range(errors):
+  f = checkify.checkify(jax.jit(jaxops.scatter_nd_update), errors=errors)
+  data, updates = np.zeros((4, 2)), np.ones((2, 2))
+  err, out = f(data, np.array([[1], [4]]), updates)
+  assert err.get() is not None
+  if errors is checkify.user_checks:
+    assert "ScatterNDUpdate-3: an index tuple is out of range" in err.get()
+  np.testing.assert_array_equal(out, [[0, 0], [1, 1], [0, 0], [0, 0]])
+  err, _ = f(data, np.array([[1], [-4]]), updates)
+  assert err.get() is None
+
+
+def test_user_checks_quiet_for_in_range_duplicates():
+  f = checkify.checkify(jax.jit(jaxops.scatter_nd_update),
+                        errors=checkify.user_checks)
+  err, out = f(np.zeros(3), np.array([[1], [1]]), np.array([1., 2.]))
+  assert err.get() is None
+  np.testing.assert_array_equal(out, [0, 2, 0])
+
+
+@pytest.mark.parametrize("unique", [False, True])
+def test_donated_data_is_updated_in_place(unique):
+  indices = jnp.array([[1, 2], [3, 0], [1, 2]])[:2 if unique else 3]
+  updates = jnp.ones((indices.shape[0], 8), jnp.float32)
+  fn = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=unique)
+  donated = jax.jit(fn, donate_argnums=0)
+  data = jnp.zeros((6, 4, 8), jnp.float32)
+  hlo = donated.lower(data, indices, updates).compile().as_text()
+  assert "input_output_alias={ {}: (0, {}" in hlo
+  assert not re.search(r"f32\[6,4,8\]\{[0-9,]*\} copy\(", hlo), hlo
+  # The undonated version does copy data (so the regex can match).
+  assert re.search(r"f32\[6,4,8\]\{[0-9,]*\} copy\(",
+                   jax.jit(fn).lower(data, indices, updates).compile().as_text())
+  pointer = data.unsafe_buffer_pointer()
+  out = donated(data, indices, updates)
+  assert data.is_deleted()
+  assert out.unsafe_buffer_pointer() == pointer
+  expected = np.zeros((6, 4, 8), np.float32)
+  expected[1, 2] = expected[3, 0] = 1
+  np.testing.assert_array_equal(out, expected)
+
+
+# --- transformations -----------------------------------------------------------
+
+VMAP_CASES = [((6, 3), (4,), 1, True), ((6, 3), (5,), 2, False),
+              ((4, 3, 2), (2, 2), 1, False)]
+
+
+@pytest.mark.parametrize("data_shape,lead,k,unique", VMAP_CASES)
+def test_vmap_each_argument_matches_loop(data_shape, lead, k, unique):
+  rng = np.random.default_rng(8)
+  batch = [random_case(rng, data_shape, lead, k, unique=unique)
+           for _ in range(3)]
+  fixed = random_case(rng, data_shape, lead, k, unique=unique)
+  stacked = [np.stack(arrays) for arrays in zip(*batch)]
+  for argnum in (0, 1, 2, None):
+    in_axes = [None] * 3
+    args = list(fixed)
+    if argnum is None:
+      in_axes, args = [0] * 3, stacked
+    else:
+      in_axes[argnum] = 0
+      args[argnum] = stacked[argnum]
+    out = jax.vmap(jaxops.scatter_nd_update, in_axes=in_axes)(*args)
+    for j in range(3):
+      loop_args = [a[j] if ax == 0 else a for a, ax in zip(args, in_axes)]
+      np.testing.assert_array_equal(out[j], reference(*loop_args),
+                                    err_msg=f"argnum {argnum}, batch {j}")
+
+
+@pytest.mark.parametrize("data_shape,lead,k,unique",
+                         [((5, 4), (3,), 2, True), ((5, 4), (2, 2), 1, True),
+                          ((5, 3), (6,), 1, False)],
+                         ids=["elements", "slices", "duplicates"])
+def test_check_grads_order2_fwd_rev(data_shape, lead, k, unique):
+  rng = np.random.default_rng(9)
+  data, indices, updates = random_case(rng, data_shape, lead, k, unique=unique)
+  check_grads(lambda d, u: jaxops.scatter_nd_update(d, indices, u),
+              (data, updates), order=2, modes=["fwd", "rev"], atol=1e-6,
+              rtol=1e-6)
+
+
+def test_integer_data_gets_float0_tangents():
+  data = np.arange(4, dtype=np.int32)
+  indices = np.array([[1]])
+  grads = jax.grad(
+      lambda d, i, u: jnp.sum(jaxops.scatter_nd_update(d, i, u)).astype(float),
+      argnums=(0, 1, 2), allow_int=True)(data, indices, np.array([7], np.int32))
+  assert all(g.dtype == jax.dtypes.float0 for g in grads)
