@@ -49,15 +49,11 @@ def gather_nd_shape(data_shape: Any, indices_shape: Any,
   if q < 1:
     raise op_error(OP, f"indices must have rank >= 1, got rank 0 {shapes}")
   if b < 0:
-    raise op_error(OP, f"batch_dims={b} must be >= 0")
+    raise op_error(OP, f"batch_dims={b} must be >= 0 {shapes}")
   if b >= q:
-    raise op_error(
-        OP, f"batch_dims={b} must be < rank(indices)={q} "
-        f"(indices shape {shape_str(indices_shape)})")
+    raise op_error(OP, f"batch_dims={b} must be < rank(indices)={q} {shapes}")
   if b >= r:
-    raise op_error(
-        OP, f"batch_dims={b} must be < rank(data)={r} "
-        f"(data shape {shape_str(data_shape)})")
+    raise op_error(OP, f"batch_dims={b} must be < rank(data)={r} {shapes}")
   if data_shape[:b] != indices_shape[:b]:
     raise op_error(
         OP, f"the first batch_dims={b} dims of data and indices must be equal, "

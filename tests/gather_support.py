@@ -56,6 +56,15 @@ def np_gather_elements(data: np.ndarray, indices: np.ndarray,
   return out
 
 
+def read_counts(reference, data_shape, *args) -> np.ndarray:
+  """How often `reference(data, *args)` reads each element of data: the
+  gradient of the sum of a gather's output with respect to its data."""
+  size = int(np.prod(data_shape))
+  ids = reference(np.arange(size).reshape(data_shape), *args)
+  return np.bincount(np.ravel(ids), minlength=size).reshape(
+      data_shape).astype(np.float64)
+
+
 def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
   """Distinct-ish values of `dtype` that every dtype (and the OpenVINO CPU
   plugin, which computes int64 as int32 and f64 as f32) represents exactly."""
