@@ -64,6 +64,26 @@ def _gather_elements_case(name, data_shape, indices_shape, axis):
               make_args, (0,))
 
 
+def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
+  sizes = data_shape[:k]
+
+  def make_args(rng):
+    n = int(np.prod(lead_shape))
+    if unique:
+      flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
+      tuples = np.stack(np.unravel_index(flat, sizes), -1) - np.asarray(sizes) * (
+          rng.random((n, k)) < 0.5)  # half of them negative
+      idx = tuples.reshape(*lead_shape, k)
+    else:
+      idx = _indices(rng, sizes, lead_shape)
+    return (_floats(rng, data_shape), idx,
+            _floats(rng, tuple(lead_shape) + tuple(data_shape[k:])))
+
+  return Case(f"scatter_nd_update_{name}",
+              lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
+              make_args, (0, 2))
+
+
 CASES = [
     _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
     _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
@@ -71,6 +91,9 @@ CASES = [
     _gather_nd_case("batch2_k0", (2, 3, 4), (2,), k=0, batch_dims=2),
     _gather_elements_case("axis0", (4, 3), (5, 3), axis=0),
     _gather_elements_case("axis_last_smaller", (3, 4, 5), (2, 4, 6), axis=-1),
+    _scatter_nd_update_case("elements", (4, 5), (3,), k=2, unique=True),
+    _scatter_nd_update_case("slices", (5, 3, 2), (2, 2), k=1, unique=True),
+    _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
 ]
 
 
