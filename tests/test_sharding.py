@@ -1,0 +1,87 @@
+"""The operators on 8 devices: one pytest item per check of sharding_checks.py.
+
+The checks need 8 XLA devices, which the CPU client only creates if
+`XLA_FLAGS=--xla_force_host_platform_device_count=8` is set before JAX is
+imported -- too late in this process (conftest.py imported JAX). So the whole
+check script runs once in a subprocess (on CPU devices, even on a GPU host)
+and writes a JSON report; each test below asserts one entry of it. Under
+pytest-xdist the first worker to get here runs the script and the others read
+its report, so the script runs once per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+import sharding_checks
+
+SCRIPT = pathlib.Path(sharding_checks.__file__)
+REPO_ROOT = SCRIPT.parent.parent
+TIMEOUT_S = 300
+ERROR = "error"   # report key of a script that did not finish
+
+
+def _run_checks(report_path: pathlib.Path) -> None:
+  """Runs the script; writes its report, or an `error` entry, to report_path."""
+  env = dict(os.environ)
+  env["JAX_PLATFORMS"] = "cpu"
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+  partial = report_path.with_suffix(".partial")
+  try:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", str(partial)], env=env,
+        capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    if not partial.exists():
+      partial.write_text(json.dumps({ERROR: (
+          f"{SCRIPT.name} wrote no report (exit {proc.returncode})\n"
+          f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}")}))
+  except subprocess.TimeoutExpired:
+    partial.write_text(json.dumps({ERROR: f"{SCRIPT.name} ran > {TIMEOUT_S} s"}))
+  partial.rename(report_path)   # atomic: readers never see half a file
+
+
+def _load(report_path: pathlib.Path) -> dict[str, dict[str, object]]:
+  report = json.loads(report_path.read_text())
+  if ERROR in report:
+    raise RuntimeError(report[ERROR])
+  return report
+
+
+@pytest.fixture(scope="session")
+def report(tmp_path_factory, worker_id):
+  if worker_id == "master":       # no xdist: this process is the only reader
+    report_path = tmp_path_factory.mktemp("sharding") / "report.json"
+    _run_checks(report_path)
+    return _load(report_path)
+  shared = tmp_path_factory.getbasetemp().parent   # one per xdist session
+  report_path = shared / "sharding_report.json"
+  try:
+    os.close(os.open(shared / "sharding_report.lock",
+                     os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+  except FileExistsError:         # another worker is running the script
+    deadline = time.monotonic() + TIMEOUT_S + 60
+    while not report_path.exists():
+      if time.monotonic() > deadline:
+        raise TimeoutError(f"no {report_path} from the other xdist worker")
+      time.sleep(0.5)
+  else:
+    _run_checks(report_path)
+  return _load(report_path)
+
+
+def test_report_has_exactly_the_declared_checks(report):
+  assert sorted(report) == sorted(sharding_checks.all_check_names())
+
+
+@pytest.mark.parametrize("name", sharding_checks.all_check_names())
+def test_check(report, name):
+  assert name in report, f"{name} missing from the report"
+  assert report[name]["ok"], f"{name}: {report[name]['detail']}"
