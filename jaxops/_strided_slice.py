@@ -260,6 +260,11 @@ def _strided_slice_jvp(plan, primals, tangents):
   return out, _apply(plan, data_dot)
 
 
+# One compiled executable per (plan, data type) on the eager path instead of
+# one per primitive; under an outer jit this is an inlined nested call.
+_strided_slice_jit = jax.jit(_strided_slice, static_argnums=0)
+
+
 def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
                   begin_mask: Any = (), end_mask: Any = (),
                   new_axis_mask: Any = (), shrink_axis_mask: Any = (),
@@ -334,4 +339,4 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
   data = jnp.asarray(data)
   plan = _plan(data.shape, begin, end, strides, begin_mask, end_mask,
                new_axis_mask, shrink_axis_mask, ellipsis_mask)
-  return _strided_slice(plan, data)
+  return _strided_slice_jit(plan, data)
