@@ -187,4 +187,8 @@ def assert_same(actual: Any, expected: np.ndarray, context: str = "") -> None:
       f"{context}: shape {actual.shape} != {expected.shape}")
   assert actual.dtype == expected.dtype, (
       f"{context}: dtype {actual.dtype} != {expected.dtype}")
+  if actual.dtype == jnp.bfloat16:
+    # NumPy's NaN-aware comparison does not know bfloat16; float32 holds every
+    # bfloat16 value exactly.
+    actual, expected = actual.astype(np.float32), expected.astype(np.float32)
   np.testing.assert_array_equal(actual, expected, err_msg=context)

@@ -218,9 +218,8 @@ def test_every_batch_dims_and_tuple_length(r, q, b, k):
   indices = gs.random_indices(rng, data_shape[b:b + k], lead)
   expected = gs.np_gather_nd(data, indices, b)
   context = f"data {data_shape} indices {indices.shape} batch_dims={b}"
+  # Eager only: jit runs the same lax.gather (covered by the other tests).
   gs.assert_same(jaxops.gather_nd(data, indices, b), expected, context)
-  gs.assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
-      data, indices, b), expected, context)
   assert shapes.gather_nd(data_shape, indices.shape, b) == expected.shape
 
 
@@ -332,7 +331,8 @@ OOB_TUPLES = {
     "past_end_dim1": ([0, 3], np.int32),
     "below_minus_size": ([-3, 0], np.int32),
     "int64_2pow32_plus_1": ([2**32 + 1, 0], np.int64),
-    "int64_minus_2pow32_plus_1": ([-(2**32) + 1, 0], np.int64),
+    # After the negative wrap (+2) this is 1 modulo 2**32.
+    "int64_wraps_to_1_in_int32": ([-(2**32) - 1, 0], np.int64),
     "int64_max": ([2**63 - 1, 0], np.int64),
     "int64_min": ([-(2**63), 0], np.int64),
     "uint32_max": ([2**32 - 1, 0], np.uint32),
@@ -499,7 +499,7 @@ def test_grad_counts_duplicates_and_ignores_out_of_range():
 # Property test: random valid cases of every shape class against NumPy.
 
 
-@hypothesis.settings(max_examples=40, deadline=None, derandomize=True)
+@hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
 @hypothesis.given(seed=st.integers(0, 2**32 - 1),
                   dtype=st.sampled_from([np.float32, np.int8, np.bool_,
                                          np.complex64]),
