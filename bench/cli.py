@@ -169,10 +169,11 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   record["checks"] = harness.check_bit_exact(case, outputs)
   del outputs
   budget = args.budget / 2 if case.tier == "sweep" else args.budget
+  progress.set_postfix_str(f"{case.key}: timing {len(runners)} variants")
+  timings = harness.measure({name: r for name, (_, r) in runners.items()},
+                            args.warmup, args.reps, budget, args.min_reps)
   for name, (variant, runner) in runners.items():
-    progress.set_postfix_str(f"{case.key} {name}: time")
-    timing = harness.measure(runner, args.warmup, args.reps, budget,
-                             args.min_reps)
+    timing = timings[name]
     entry = {"group": variant.group, "compile_s": runner.compile_s,
              "median_s": timing.median_s, "p10_s": timing.p10_s,
              "p90_s": timing.p90_s, "reps": timing.reps,
@@ -187,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   from tqdm import tqdm
   os.makedirs(args.out, exist_ok=True)
+  # Import the peer runtimes before JAX starts its threads: one of them forks
+  # a helper process at import, which JAX warns may deadlock.
+  runtimes.versions()
   env = environment(args.threads)
   bandwidth = harness.measure_bandwidth((32 if args.smoke else 512) << 20)
   on_cpu = env["backend"] == "cpu"

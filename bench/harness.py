@@ -269,27 +269,43 @@ class Timing:
   reps: int
 
 
-def measure(runner: Runner, warmup: int, reps: int, budget_s: float,
-            min_reps: int = 5) -> Timing:
-  """Median of up to `reps` timed calls (at least `min_reps`).
+def measure(runners: dict[str, Runner], warmup: int, reps: int,
+            budget_s: float, min_reps: int = 5) -> dict[str, Timing]:
+  """Median of up to `reps` timed calls per runner (at least `min_reps`).
 
-  Stops early once `budget_s` of timed calls have run. Each call is
-  synchronized with `block_until_ready`; `setup` runs outside the clock.
+  The runners are timed round-robin, one call each per round, so that load
+  from other processes on a shared machine hits every variant of a case
+  alike and their ratios stay meaningful. A runner stops early once
+  `budget_s` of its timed calls have run. Each call is synchronized with
+  `block_until_ready`; `setup` (e.g. the fresh copy a donated buffer needs)
+  runs outside the clock.
   """
-  for _ in range(warmup):
-    jax.block_until_ready(runner.call(runner.setup()))
-  times = []
-  spent = 0.0
-  while len(times) < reps and (len(times) < min_reps or spent < budget_s):
-    state = runner.setup()
-    start = time.perf_counter()
-    jax.block_until_ready(runner.call(state))
-    elapsed = time.perf_counter() - start
-    times.append(elapsed)
-    spent += elapsed
-  times.sort()
-  pick = lambda q: times[min(len(times) - 1, int(q * len(times)))]
-  return Timing(statistics.median(times), pick(0.1), pick(0.9), len(times))
+  for runner in runners.values():
+    for _ in range(warmup):
+      jax.block_until_ready(runner.call(runner.setup()))
+  times: dict[str, list[float]] = {name: [] for name in runners}
+  spent = dict.fromkeys(runners, 0.0)
+
+  def running(name):
+    n = len(times[name])
+    return n < reps and (n < min_reps or spent[name] < budget_s)
+
+  while any(running(name) for name in runners):
+    for name, runner in runners.items():
+      if not running(name):
+        continue
+      state = runner.setup()
+      start = time.perf_counter()
+      jax.block_until_ready(runner.call(state))
+      elapsed = time.perf_counter() - start
+      times[name].append(elapsed)
+      spent[name] += elapsed
+  out = {}
+  for name, ts in times.items():
+    ts.sort()
+    pick = lambda q, ts=ts: ts[min(len(ts) - 1, int(q * len(ts)))]
+    out[name] = Timing(statistics.median(ts), pick(0.1), pick(0.9), len(ts))
+  return out
 
 
 def measure_bandwidth(nbytes: int, reps: int = 7) -> dict[str, float]:
