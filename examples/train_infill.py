@@ -161,7 +161,8 @@ def main():
         f"{np.log(VOCAB):.4f}, Bayes-optimal {reference:.4f})")
 
   start = time.perf_counter()
-  report_every = max(args.steps // 5, 1)
+  # Report on a doubling schedule (the loss falls fastest early) and at the end.
+  report_at = {1} | {25 * 2 ** i for i in range(20)} | {args.steps}
   for step in range(args.steps):
     # Fresh sequences every step (no over-fitting to a finite training set)
     # and a learning rate decaying linearly to 0 (Adam's noise floor shrinks).
@@ -169,7 +170,7 @@ def main():
     learning_rate = PEAK_LEARNING_RATE * (1 - step / args.steps)
     params, moments, loss = train_step(params, moments, step, learning_rate,
                                        tokens, hidden)
-    if (step + 1) % report_every == 0 or step + 1 == args.steps:
+    if step + 1 in report_at:
       held_out = float(eval_loss(params, test_tokens, test_hidden))
       print(f"step {step + 1:5d}  train loss {float(loss):.4f}  "
             f"held-out loss {held_out:.4f}")

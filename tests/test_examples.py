@@ -124,7 +124,7 @@ def test_train_infill_loss_falls_towards_bayes(example_output):
   assert final < initial - 1.0, out
   assert final - bayes < 0.15, f"300 steps end {final - bayes:.3f} above Bayes"
   during = _floats(r"held-out loss (\d+\.\d+)\n", out)   # the step lines
-  assert len(during) == 5 and during[-1] < during[0], out
+  assert len(during) == 6 and during[-1] < during[0], out  # 1, 25..200, 300
 
 
 def test_train_infill_does_not_beat_bayes(example_output):
