@@ -84,6 +84,12 @@ def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
               make_args, (0, 2))
 
 
+def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
+  return Case(f"strided_slice_{name}",
+              lambda d: jaxops.strided_slice(d, begin, end, strides, **masks),
+              lambda rng: (_floats(rng, data_shape),), (0,))
+
+
 CASES = [
     _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
     _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
@@ -94,6 +100,14 @@ CASES = [
     _scatter_nd_update_case("elements", (4, 5), (3,), k=2, unique=True),
     _scatter_nd_update_case("slices", (5, 3, 2), (2, 2), k=1, unique=True),
     _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
+    _strided_slice_case("masks_reverse", (5, 4, 3), (4, -1, 0), (0, 0, 3),
+                        (-2, -1, 1), begin_mask=(0, 0, 1), end_mask=(0, 1)),
+    _strided_slice_case("new_axis_shrink_ellipsis", (5, 4, 3), (1, 0, 0, -1),
+                        (0, 0, 0, 0), (1, 1, 1, -1), end_mask=(0, 0, 0, 1),
+                        new_axis_mask=(0, 1), shrink_axis_mask=(1,),
+                        ellipsis_mask=(0, 0, 1)),
+    _strided_slice_case("reverse_clamp_bitfields", (4, 6), (-10, 5), (-20, 0),
+                        (-1, -2), new_axis_mask=0, end_mask=2),
 ]
 
 
