@@ -133,6 +133,7 @@ def markdown(results: dict) -> str:
                    f"{_ms(r['plain_s'])} | {_ratio(r['plain_s'], r['jaxops_s'])}"
                    " |")
   lines += sweep_tables(results)
+  lines += ["", "## Bars (issue 5)", ""] + [f"- {b}" for b in bars(results)]
   lines += ["", "## All variants", "",
             "| case | variant | compile ms | median ms | p10-p90 ms | reps |",
             "|---|---|---|---|---|---|"]
@@ -154,6 +155,77 @@ def markdown(results: dict) -> str:
             f"BIT-EXACTNESS FAILURE: {results['bit_exact_failure']}"]
   lines.append(f"Wall time: {results.get('wall_s', 0):.0f} s")
   return "\n".join(lines) + "\n"
+
+
+def _verdict(ok: bool) -> str:
+  return "met" if ok else "MISSED"
+
+
+def bars(results: dict) -> list[str]:
+  """The issue's performance bars, each met or missed with its numbers."""
+  out = []
+  fwd = [r for r in forward_rows(results)
+         if r["best_peer_s"] and (r["variant"] == "jaxops" or
+                                  r["case"].startswith("scatter") and
+                                  r["variant"].endswith(".donated"))]
+  if fwd:
+    worst = max(fwd, key=lambda r: r["jaxops_over_peer"])
+    missed = [f"{r['case']} {r['variant']} {r['jaxops_over_peer']:.2f}x"
+              for r in fwd if r["jaxops_over_peer"] > 1]
+    out.append(
+        f"Forward at or ahead of the faster peer (scatter counted donated): "
+        f"{_verdict(not missed)}; worst {worst['case']} {worst['variant']} "
+        f"{worst['jaxops_over_peer']:.2f}x the {worst['best_peer']} time"
+        + (f"; behind on {', '.join(missed)}" if missed else ""))
+  grads = [r for r in grad_rows(results) if r["speedup"]]
+  if grads:
+    missed = [f"{r['case']} {r['variant']} {r['speedup']:.2f}x"
+              for r in grads if r["speedup"] < 1]
+    worst = min(grads, key=lambda r: r["speedup"])
+    out.append(
+        f"fwd+bwd at or ahead of plain-JAX autodiff: {_verdict(not missed)}; "
+        f"slowest {worst['case']} {worst['variant']} at {worst['speedup']:.2f}x"
+        " plain's speed" + (f"; behind on {', '.join(missed)}" if missed
+                            else ""))
+  for r in grads:
+    if r["case"].startswith("scatter_nd_update/") and "sweep" not in r["case"]:
+      out.append(f"ScatterNDUpdate fwd+bwd >= 1.8x faster than autodiff of "
+                 f"plain .at[].set, {r['case']} {r['variant']}: "
+                 f"{_verdict(r['speedup'] >= 1.8)} ({r['speedup']:.2f}x)")
+  for r in forward_rows(results):
+    if r["case"].startswith("scatter_nd_update/") and r["variant"].endswith(
+        ".donated"):
+      ratio = r["jaxops_over_line_floor"]
+      out.append(f"Donated ScatterNDUpdate within 1.5x of the cache-line floor,"
+                 f" {r['case']} {r['variant']}: {_verdict(ratio <= 1.5)} "
+                 f"({ratio:.2f}x: {_ms(r['jaxops_s'])} ms vs "
+                 f"{_ms(r['line_floor_s'])} ms)")
+  sweeps = _sweeps(results)
+  growth = {}
+  for sweep in ("updates", "data_rows"):
+    cases = sorted(sweeps.get(("scatter_nd_update", sweep), []),
+                   key=lambda c: c["size"])
+    for name in ("jaxops.donated", "jaxops_unique.donated"):
+      times = [_median(c, name) for c in cases]
+      if len(times) >= 2 and None not in times:
+        growth[sweep, name] = (times[-1] / times[0],
+                               cases[-1]["size"] / cases[0]["size"])
+  for name in ("jaxops.donated", "jaxops_unique.donated"):
+    if ("updates", name) in growth and ("data_rows", name) in growth:
+      (gu, su), (gd, sd) = growth["updates", name], growth["data_rows", name]
+      ok = gd <= 2 and gu >= 2 * gd
+      out.append(f"Donated time grows with the number of updates, not data "
+                 f"size ({name}): {_verdict(ok)} ({su:.0f}x updates -> "
+                 f"{gu:.1f}x time; {sd:.0f}x data at fixed updates -> "
+                 f"{gd:.1f}x time)")
+  compiles = [(v["compile_s"], c["key"], n) for c in results["cases"]
+              for n, v in c["variants"].items() if n not in PEERS]
+  if compiles:
+    worst = max(compiles)
+    out.append(f"Compile < 2 s for every case (incl. GatherElements axis "
+               f"8192): {_verdict(worst[0] < 2)}; slowest {worst[1]} "
+               f"{worst[2]} {worst[0]:.2f} s")
+  return out
 
 
 def _sweeps(results: dict) -> dict[tuple[str, str], list[dict]]:
