@@ -15,24 +15,29 @@ kept honest:
   (out-of-range) index `-1 - position`, which the scatter drops. The remaining
   in-range indices are unique, and so are the dropped ones.
 
-Finding the winners costs O(n) work plus one of two strategies, chosen
+Finding the winners costs O(n) work plus one of three strategies, chosen
 statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
-slots):
+slots, `target` the row-major linear slot of a tuple):
 
-* winner table: `table = full(slots + 1, -1).at[target].max(position)`, then
-  a tuple wins iff `table[target] == position`: one int32 fill of the table,
-  one scatter-max and one gather. Scatter-max is order independent, so it is
-  deterministic on every backend.
-* sort: one single-operand sort of packed int keys `target * n + position`
-  when they fit the widest enabled int type (int64 under x64, else int32),
-  else a stable two-operand sort keyed by target (or a k-key sort when even the
-  linear target does not fit); the last of each run of equal targets wins.
+* winner table, while `slots <= 16 * n + 2**16`:
+  `table = full(slots + 1, -1).at[target].max(position)`, then a tuple wins iff
+  `table[target] == position`: one int32 fill of the table, one scatter-max and
+  one gather. Scatter-max is order independent, so it is deterministic on every
+  backend.
+* packed sort, for more slots when `(slots + 1) * n` fits the widest enabled
+  int type (int64 under x64, else int32): one single-operand sort of the unique
+  keys `target * n + position`; the last of each run of equal targets wins.
+* rank table otherwise: sort the targets alone, binary-search each target's
+  first occurrence in the sorted array (a group id < n), then the winner table
+  above over group ids instead of slots: O(n log n), independent of slots.
+  (A stable two-operand sort of (target, position) gives the same and was
+  measured 2-6x slower on CPU.) When even the linear target overflows (no x64,
+  slots >= 2**31) a k-key stable sort of the coordinates is used.
 
-The table is used while `slots <= ratio * n + 2**16`, with `ratio` 16 when
-the packed one-operand sort is available and 128 when only the (about 6x
-slower) two-operand sort is. Measured on CPU (median, 2 busy cores): filling
-the table costs about 1.5-2 ns per slot, the packed sort about 40 ns per tuple
-(262144 tuples: 10-12 ms), the two-operand stable sort about 230 ns per tuple.
+Measured on CPU (medians, 2 heavily shared cores, 262144 tuples): the table
+takes under 2 ms at up to 4 slots per tuple, about 10 ms at 16 and 60-130 ms
+at 64 (16.7M slots: memory bound), the packed sort 11-35 ms, the rank table
+25-50 ms, the two-operand stable sort 60-170 ms.
 
 Derivative design
 -----------------
@@ -66,11 +71,9 @@ from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
 
-# Winner table vs sort thresholds, from the CPU measurements in the module
-# docstring: slots per tuple up to which the table is cheaper than the packed
-# one-operand sort, resp. the two-operand stable sort.
-_TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT = 16
-_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT = 128
+# Slots per tuple up to which the winner table beats the sorts (the CPU
+# measurements in the module docstring).
+_TABLE_SLOTS_PER_TUPLE = 16
 _TABLE_MIN_SLOTS = 1 << 16
 
 
@@ -179,6 +182,14 @@ def _int_dtype_for(max_value: int):
   return None
 
 
+def _winner_table(keys: jax.Array, size: int,
+                  positions: jax.Array) -> jax.Array:
+  """Whether each position is the largest among those with its key (< size)."""
+  table = jnp.full((size,), -1, jnp.int32).at[keys].max(
+      positions, mode="promise_in_bounds")
+  return table.at[keys].get(mode="promise_in_bounds") == positions
+
+
 def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:
   """Whether each element of a sorted array is the last of its run."""
   return jnp.concatenate([sorted_keys[:-1] != sorted_keys[1:],
@@ -206,22 +217,19 @@ def _winners(indices: jax.Array, in_bounds: jax.Array,
                      strides.astype(target_dtype), axis=1,
                      dtype=target_dtype)
     target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
+    if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
+      return _winner_table(target, slots + 1, positions) & in_bounds
     key_dtype = _int_dtype_for((slots + 1) * n - 1)
-    ratio = (_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT if key_dtype is None else
-             _TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT)
-    if slots <= ratio * n + _TABLE_MIN_SLOTS:
-      table = jnp.full((slots + 1,), -1, jnp.int32).at[target].max(
-          positions, mode="promise_in_bounds")
-      wins = table.at[target].get(mode="promise_in_bounds") == positions
-      return wins & in_bounds
-    if key_dtype is not None:
-      # Packed keys are unique, so an unstable one-operand sort is exact.
-      keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
-      sorted_targets = keys // n
-      sorted_positions = (keys % n).astype(jnp.int32)
-    else:
-      sorted_targets, sorted_positions = lax.sort(
-          (target, positions), num_keys=1, is_stable=True)
+    if key_dtype is None:
+      # Rank table: a group id < n per distinct target, then the winner table
+      # over group ids.
+      group = jnp.searchsorted(lax.sort(target), target, side="left",
+                               method="scan").astype(jnp.int32)
+      return _winner_table(group, n, positions) & in_bounds
+    # Packed keys are unique, so an unstable one-operand sort is exact.
+    keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
+    sorted_targets = keys // n
+    sorted_positions = (keys % n).astype(jnp.int32)
     is_last = _last_of_runs(sorted_targets)
   else:
     # Even the linear target overflows (no x64): sort the k coordinates.

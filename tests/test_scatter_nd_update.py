@@ -313,10 +313,9 @@ def _fit_only_up_to(limit):
 STRATEGIES = {
     # name: {module attribute: value} forcing that branch of `_winners`.
     "table": {"_TABLE_MIN_SLOTS": 1 << 30},
-    "packed_sort": {"_TABLE_MIN_SLOTS": 0,
-                    "_TABLE_SLOTS_PER_TUPLE_VS_PACKED_SORT": 0},
-    "pair_sort": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE_VS_PAIR_SORT": 0,
-                  "_int_dtype_for": "slots"},
+    "packed_sort": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0},
+    "rank_table": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0,
+                   "_int_dtype_for": "slots"},
     "column_sort": {"_int_dtype_for": "below_slots"},
 }
 
