@@ -7,6 +7,7 @@ the update tuples in order (so duplicates resolve last-wins), derivatives with
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -173,6 +174,12 @@ def test_eager_out_of_range_raises_index_error():
 
 # --- values: shapes, dtypes, zero-size -----------------------------------------
 
+# Jitted once: one compilation per signature instead of one per primitive
+# (eager equality with jit is part of tests/test_transforms.py).
+_JITTED = jax.jit(jaxops.scatter_nd_update)
+_JITTED_UNIQUE = jax.jit(functools.partial(jaxops.scatter_nd_update,
+                                           unique_indices=True))
+
 SHAPE_CASES = [
     # (data shape, leading indices shape, k)
     ((8,), (4,), 1),
@@ -193,14 +200,11 @@ def test_matches_in_order_reference(data_shape, lead, k, unique):
   for _ in range(3):
     data, indices, updates = random_case(rng, data_shape, lead, k,
                                          unique=unique)
-    out = jaxops.scatter_nd_update(data, indices, updates)
+    out = _JITTED(data, indices, updates)
     np.testing.assert_array_equal(out, reference(data, indices, updates))
-    np.testing.assert_array_equal(
-        jax.jit(jaxops.scatter_nd_update)(data, indices, updates), out)
     if unique:
       np.testing.assert_array_equal(
-          jaxops.scatter_nd_update(data, indices, updates, unique_indices=True),
-          out)
+          _JITTED_UNIQUE(data, indices, updates), out)
 
 
 DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
@@ -214,7 +218,7 @@ def test_every_data_dtype(dtype):
   data = rng.integers(0, 100, size=(5, 4)).astype(dtype)
   updates = rng.integers(0, 100, size=(3, 4)).astype(dtype)
   indices = np.array([[4], [-5], [4]], np.int32)  # duplicate: last wins
-  out = jaxops.scatter_nd_update(data, indices, updates)
+  out = _JITTED(data, indices, updates)
   assert out.dtype == np.dtype(dtype)
   np.testing.assert_array_equal(np.asarray(out), reference(data, indices, updates))
 
@@ -233,8 +237,7 @@ def test_index_dtypes(index_dtype):
   indices = indices.astype(index_dtype)
   updates = rng.standard_normal((50, 3))
   expected = reference(data, indices, updates)
-  np.testing.assert_array_equal(
-      jaxops.scatter_nd_update(data, indices, updates), expected)
+  np.testing.assert_array_equal(_JITTED(data, indices, updates), expected)
 
 
 def test_unsigned_out_of_range_under_jit_is_dropped_not_wrapped():
@@ -495,7 +498,7 @@ def test_vmap_each_argument_matches_loop(data_shape, lead, k, unique):
     else:
       in_axes[argnum] = 0
       args[argnum] = stacked[argnum]
-    out = jax.vmap(jaxops.scatter_nd_update, in_axes=in_axes)(*args)
+    out = jax.jit(jax.vmap(jaxops.scatter_nd_update, in_axes=in_axes))(*args)
     for j in range(3):
       loop_args = [a[j] if ax == 0 else a for a, ax in zip(args, in_axes)]
       np.testing.assert_array_equal(out[j], reference(*loop_args),
