@@ -26,7 +26,9 @@ from bench import harness, ops, report, runtimes
 
 _THREAD_VARS = ("XLA_FLAGS", "JAX_PLATFORMS", "OMP_NUM_THREADS",
                 "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "TF_NUM_INTRAOP_THREADS", "CUDA_VISIBLE_DEVICES")
+                "TF_NUM_INTRAOP_THREADS", "CUDA_VISIBLE_DEVICES",
+                "GLIBC_TUNABLES")
+_HUGETLB = "glibc.malloc.hugetlb=1"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -58,12 +60,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--smoke", action="store_true",
                       help="tiny sizes and few repetitions (seconds)")
   parser.add_argument("--no-plots", action="store_true")
+  parser.add_argument(
+      "--hugetlb", action="store_true",
+      help="restart with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent "
+      "huge pages for malloc): XLA:CPU allocates every output afresh, and "
+      "with 4 KiB pages a 64 MiB output costs 16384 page faults per call")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
   if args.smoke:
     args.reps, args.min_reps, args.warmup = min(args.reps, 3), 1, 1
     args.budget = min(args.budget, 0.05)
   return args
+
+
+def _transparent_hugepages() -> str | None:
+  try:
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+      return f.read().strip()
+  except OSError:
+    return None
 
 
 def environment(threads: int) -> dict[str, Any]:
@@ -95,6 +110,7 @@ def environment(threads: int) -> dict[str, Any]:
           os, "sched_getaffinity") else None,
       "cpu_model": cpu_model,
       "thread_env": {k: os.environ.get(k) for k in _THREAD_VARS},
+      "transparent_hugepages": _transparent_hugepages(),
       "peer_threads": threads,
       "peers": runtimes.versions(),
       "loadavg_start": list(os.getloadavg()),
@@ -186,6 +202,13 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
+  tunables = os.environ.get("GLIBC_TUNABLES", "")
+  if args.hugetlb and _HUGETLB not in tunables:
+    # glibc reads its tunables at process start only.
+    env = dict(os.environ,
+               GLIBC_TUNABLES=":".join(t for t in (tunables, _HUGETLB) if t))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], env)
   from tqdm import tqdm
   os.makedirs(args.out, exist_ok=True)
   # Import the peer runtimes before JAX starts its threads: one of them forks

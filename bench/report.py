@@ -99,7 +99,9 @@ def markdown(results: dict) -> str:
           f"{k} {v}" for k, v in env["peers"].items()) +
       f" ({env['peer_threads']} threads) | load average "
       f"{env['loadavg_start'][0]:.2f} -> "
-      f"{env.get('loadavg_end', [math.nan])[0]:.2f}",
+      f"{env.get('loadavg_end', [math.nan])[0]:.2f}" +
+      (f" | GLIBC_TUNABLES={env['thread_env']['GLIBC_TUNABLES']}"
+       if env["thread_env"].get("GLIBC_TUNABLES") else ""),
       "",
       f"Copy bandwidth: host np.copyto {bw['host_copyto_Bps'] / 1e9:.2f} GB/s, "
       f"jitted device copy {bw['device_copy_Bps'] / 1e9:.2f} GB/s (read + "
