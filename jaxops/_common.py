@@ -205,6 +205,27 @@ def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
         "(valid: [-s, s-1])", IndexError)
 
 
+def static_fill_value(fill_value: Any, op: str) -> Any:
+  """Canonicalizes the `fill_value` of a gather to a hashable Python scalar.
+
+  XLA's gather takes the fill value as a static parameter, so it must be
+  concrete: None (the dtype's default), a Python or NumPy scalar, or a
+  one-element concrete array.
+  """
+  if fill_value is None:
+    return None
+  if _is_tracer(fill_value):
+    raise op_error(
+        op, f"fill_value must be a static scalar, got a traced value "
+        f"{fill_value}", TypeError)
+  array = np.asarray(fill_value)
+  if array.size != 1:
+    raise op_error(
+        op, f"fill_value must be a scalar, got an array of shape "
+        f"{shape_str(array.shape)}", TypeError)
+  return array.reshape(()).item()
+
+
 def is_float0(tangent: Any) -> bool:
   """Whether `tangent` is the float0 tangent of an integer or bool primal."""
   return jnp.result_type(tangent) == jax.dtypes.float0

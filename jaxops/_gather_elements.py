@@ -140,7 +140,15 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
   a = _common.canonicalize_axis(axis, data.ndim, OP)
   gather_mode = _common.canonicalize_mode(mode, OP,
                                           ("fill", "clip", "promise_in_bounds"))
-  size = data.shape[a]
-  _common.check_concrete_bounds(indices, size, OP)
-  indices = _common.prepare_indices(jnp.asarray(indices), size)
-  return _gather_elements(data, indices, a, gather_mode, fill_value)
+  fill_value = _common.static_fill_value(fill_value, OP)
+  _common.check_concrete_bounds(indices, data.shape[a], OP)
+  return _prepare_and_gather(data, jnp.asarray(indices), a, gather_mode,
+                             fill_value)
+
+
+# Jitted so that an eager call compiles one program per signature (see
+# jaxops._gather_nd); inlined under an outer transformation.
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _prepare_and_gather(data, indices, axis, mode, fill_value):
+  indices = _common.prepare_indices(indices, data.shape[axis])
+  return _gather_elements(data, indices, axis, mode, fill_value)

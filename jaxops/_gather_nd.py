@@ -179,8 +179,19 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
   gather_nd_shape(data.shape, indices.shape, b)
   gather_mode = _common.canonicalize_mode(mode, OP,
                                           ("fill", "clip", "promise_in_bounds"))
+  fill_value = _common.static_fill_value(fill_value, OP)
   k = indices.shape[-1]
-  indexed_sizes = data.shape[b:b + k]
-  _common.check_concrete_bounds(indices, indexed_sizes, OP)
-  indices = _common.prepare_indices(jnp.asarray(indices), indexed_sizes)
-  return _gather_nd(data, indices, b, gather_mode, fill_value)
+  _common.check_concrete_bounds(indices, data.shape[b:b + k], OP)
+  return _prepare_and_gather(data, jnp.asarray(indices), b, gather_mode,
+                             fill_value)
+
+
+# Jitted so that an eager call compiles one program per signature instead of
+# dispatching (and compiling) each index-normalization op separately; under an
+# outer jit/vmap/grad it is simply inlined.
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
+  k = indices.shape[-1]
+  indices = _common.prepare_indices(
+      indices, data.shape[batch_dims:batch_dims + k])
+  return _gather_nd(data, indices, batch_dims, mode, fill_value)

@@ -150,6 +150,11 @@ BAD_CALLS = {
                                        mode="drop"),
         ValueError, r"mode='drop' must be one of \('fill', 'clip', "
         r"'promise_in_bounds'\)"),
+    "array_fill_value": (
+        lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, np.int32),
+                                       fill_value=[1.0, 2.0]),
+        TypeError, r"fill_value must be a scalar, got an array of shape "
+        r"\(2,\)"),
     "clip_on_empty_axis": (
         lambda: jax.jit(lambda d, i: jaxops.gather_elements(
             d, i, 1, mode="clip"))(np.zeros((2, 0)),
@@ -335,7 +340,7 @@ def test_out_of_range_fill_never_reads_data(name):
   indices = _oob_indices(name)
   gs.assert_same(_oob_fn()(OOB_DATA, indices),
                  np.array([[3, np.nan], [4, 5]], np.float32), name)
-  gs.assert_same(_oob_fn(fill_value=-7)(OOB_DATA, indices),
+  gs.assert_same(_oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
                  np.array([[3, -7], [4, 5]], np.float32), name)
   with pytest.raises(IndexError, match=r"^GatherElements-13: indices\[0, 1\]"
                      r"=-?\d+ is out of range for a dim of size 3"):

@@ -176,6 +176,15 @@ BAD_CALLS = {
                                  mode="wrap"),
         ValueError, r"mode='wrap' must be one of \('fill', 'clip', "
         r"'promise_in_bounds'\)"),
+    "array_fill_value": (
+        lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), np.int32),
+                                 fill_value=np.zeros(2)),
+        TypeError, r"fill_value must be a scalar, got an array of shape "
+        r"\(2,\)"),
+    "traced_fill_value": (
+        lambda: jax.jit(lambda f: jaxops.gather_nd(
+            np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=f))(1.0),
+        TypeError, r"fill_value must be a static scalar, got a traced value"),
     "clip_on_empty_indexed_dim": (
         lambda: jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode="clip"))(
             np.zeros((0, 3)), np.zeros((2, 1), np.int32)),

@@ -1,0 +1,83 @@
+"""Differential tests of `jaxops.gather_elements` against OpenVINO's CPU
+plugin (`opset6.gather_elements`), onnxruntime (`GatherElements` at opsets 11
+and 13) and the ONNX package's own GatherElements node cases.
+
+Random cases are seeded (see `gather_support.random_gather_elements_case`:
+random rank, axis (negative half the time), negative indices, int32/int64
+indices, a dozen data dtypes, and indices dims smaller than data's in non-axis
+dims); they run in chunks, and a failure names the seed, shapes, dtypes and
+axis.
+
+Oracle caveats: onnxruntime accepts indices dims smaller than data's outside
+the axis, OpenVINO demands equal dims, so cases with smaller indices dims go to
+onnxruntime only. The CPU plugin computes int64 data as int32 and float64 as
+float32; values stay small and exact in both.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import jaxops
+from tests import gather_support as gs
+from tests.conformance import oracles
+
+ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
+                 np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+                 np.bool_)
+NUM_CASES = 320
+CHUNK = 40
+
+
+@functools.cache
+def _openvino_gather_elements(axis):
+  """One make_node per axis, so the oracle's model cache can hit."""
+  import openvino.opset6 as ov_opset6
+  return functools.partial(ov_opset6.gather_elements, axis=axis)
+
+
+def _equal_non_axis_dims(case):
+  a = case.axis % case.data.ndim
+  return all(n_data == n_idx for d, (n_data, n_idx) in
+             enumerate(zip(case.data.shape, case.indices.shape)) if d != a)
+
+
+@pytest.mark.parametrize("chunk", range(NUM_CASES // CHUNK),
+                         ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}")
+def test_random_cases_match_runtimes(chunk):
+  compared = {"openvino_cpu": 0, "onnxruntime": 0}
+  for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+    case = gs.random_gather_elements_case(seed, dtypes=ORACLE_DTYPES)
+    out = np.asarray(jaxops.gather_elements(case.data, case.indices,
+                                            case.axis))
+    opset = 11 if seed % 2 else 13
+    expected_ort = oracles.onnxruntime(
+        "GatherElements", [case.data, case.indices], {"axis": case.axis},
+        opset=opset)
+    gs.assert_same(out, expected_ort,
+                   f"onnxruntime opset {opset} " + case.describe())
+    compared["onnxruntime"] += 1
+    if _equal_non_axis_dims(case):
+      expected_ov = oracles.openvino_cpu(
+          _openvino_gather_elements(case.axis), [case.data, case.indices])
+      gs.assert_same(out, expected_ov, "openvino_cpu " + case.describe())
+      compared["openvino_cpu"] += 1
+  assert compared["onnxruntime"] == CHUNK
+  assert compared["openvino_cpu"] >= CHUNK // 4, compared
+
+
+NODE_CASES = oracles.onnx_node_cases("GatherElements")
+
+
+def test_node_cases_found():
+  assert len(NODE_CASES) >= 3, [c[0] for c in NODE_CASES]
+
+
+@pytest.mark.parametrize("case", NODE_CASES, ids=[c[0] for c in NODE_CASES])
+def test_onnx_node_case(case):
+  name, (data, indices), expected, attrs = case
+  out = jaxops.gather_elements(data, indices, attrs.get("axis", 0))
+  gs.assert_same(out, expected, name)
