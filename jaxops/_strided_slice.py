@@ -26,7 +26,8 @@ reshape: no scatter anywhere, and the rule is linear so `hessian` and
 `vmap(grad)` work. Integer and bool data get float0 tangents.
 
 Decisions where the StridedSlice-1 text and the OpenVINO runtime disagree, or
-both are silent, are listed in `strided_slice`'s docstring and in NOTES.md.
+both are silent (NOTES.md errata 1-10), are listed in `strided_slice`'s
+docstring.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Sequence
 from typing import Any
 
 import jax
