@@ -196,43 +196,37 @@ def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:
                           jnp.ones((1,), bool)])
 
 
-def _winners(indices: jax.Array, in_bounds: jax.Array,
-             sizes: tuple[int, ...]) -> jax.Array:
+def _strategy(n: int, sizes: tuple[int, ...]) -> tuple[str, Any, Any]:
+  """Picks the winner search statically: (name, target dtype, key dtype)."""
+  slots = math.prod(sizes)
+  target_dtype = _int_dtype_for(slots)
+  if target_dtype is None:
+    return "columns", None, None
+  if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
+    return "table", target_dtype, None
+  key_dtype = _int_dtype_for((slots + 1) * n - 1)
+  if key_dtype is None:
+    return "rank_table", target_dtype, None
+  return "packed_sort", target_dtype, key_dtype
+
+
+def _winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
+             strategy: tuple[str, Any, Any]) -> jax.Array:
   """Marks, per tuple, whether it is the last in-range tuple of its target.
 
   Args:
     indices: (n, k) signed ints; rows with `in_bounds` False may hold anything.
     in_bounds: (n,) bool.
     sizes: the k indexed data dims.
+    strategy: from `_strategy(n, sizes)`.
   """
   n, k = indices.shape
   slots = math.prod(sizes)
+  name, target_dtype, key_dtype = strategy
   positions = lax.iota(jnp.int32, n)
-  # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
-  # scatter here ever indexes out of range (checkify stays quiet about them).
-  target_dtype = _int_dtype_for(slots)
-  if target_dtype is not None:
-    strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
-    target = jnp.sum(indices.astype(target_dtype) *
-                     strides.astype(target_dtype), axis=1,
-                     dtype=target_dtype)
-    target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
-    if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
-      return _winner_table(target, slots + 1, positions) & in_bounds
-    key_dtype = _int_dtype_for((slots + 1) * n - 1)
-    if key_dtype is None:
-      # Rank table: a group id < n per distinct target, then the winner table
-      # over group ids.
-      group = jnp.searchsorted(lax.sort(target), target, side="left",
-                               method="scan").astype(jnp.int32)
-      return _winner_table(group, n, positions) & in_bounds
-    # Packed keys are unique, so an unstable one-operand sort is exact.
-    keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
-    sorted_targets = keys // n
-    sorted_positions = (keys % n).astype(jnp.int32)
-    is_last = _last_of_runs(sorted_targets)
-  else:
-    # Even the linear target overflows (no x64): sort the k coordinates.
+  if name == "columns":
+    # Even the linear target overflows (no x64): sort the k coordinates;
+    # out-of-range tuples sort as (sizes...), after every valid tuple.
     columns = tuple(jnp.where(in_bounds, indices[:, j].astype(jnp.int32),
                               jnp.int32(sizes[j])) for j in range(k))
     *sorted_columns, sorted_positions = lax.sort(
@@ -240,9 +234,72 @@ def _winners(indices: jax.Array, in_bounds: jax.Array,
     is_last = _last_of_runs(sorted_columns[0])
     for column in sorted_columns[1:]:
       is_last = is_last | _last_of_runs(column)
-  wins = jnp.zeros((n,), bool).at[sorted_positions].set(
-      is_last, unique_indices=True, mode="promise_in_bounds")
-  return wins & in_bounds
+    return _scatter_back(is_last, sorted_positions) & in_bounds
+  strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+  target = jnp.sum(indices.astype(target_dtype) * strides.astype(target_dtype),
+                   axis=1, dtype=target_dtype)
+  # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
+  # scatter here ever indexes out of range (checkify stays quiet about them).
+  target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
+  if name == "table":
+    return _winner_table(target, slots + 1, positions) & in_bounds
+  if name == "rank_table":
+    # A group id < n per distinct target, then the winner table over ids.
+    group = jnp.searchsorted(lax.sort(target), target, side="left",
+                             method="scan").astype(jnp.int32)
+    return _winner_table(group, n, positions) & in_bounds
+  # Packed keys are unique, so an unstable one-operand sort is exact.
+  keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
+  is_last = _last_of_runs(keys // n)
+  return _scatter_back(is_last, (keys % n).astype(jnp.int32)) & in_bounds
+
+
+def _scatter_back(sorted_flags: jax.Array,
+                  sorted_positions: jax.Array) -> jax.Array:
+  """Undoes a sort permutation on per-element flags."""
+  return jnp.zeros(sorted_flags.shape, bool).at[sorted_positions].set(
+      sorted_flags, unique_indices=True, mode="promise_in_bounds")
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
+                     mode: lax.GatherScatterMode,
+                     strategy: tuple[str, Any, Any] | None) -> jax.Array:
+  """The (n, k) indices the final unique scatter uses.
+
+  Wraps negative indices, applies `mode` ("clip" clamps here), and with a
+  `strategy` (no uniqueness promise) redirects every tuple that is not the
+  winner of its target -- losers and out-of-range tuples -- to the distinct
+  out-of-range index `-1 - position` in dim 0. Jitted so that an eager call
+  costs one dispatch; it only ever sees integer arrays, so no derivative is
+  taken through it.
+  """
+  n, _ = indices.shape
+  indices = _common.prepare_indices(indices, sizes)
+  sizes_arr = np.asarray(sizes, np.int64)
+  if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
+    # Losers are redirected to negative indices, so go signed; capping at the
+    # size first keeps an out-of-range value out of range (2**32 + 1 must not
+    # become 1).
+    signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
+    indices = jnp.minimum(indices,
+                          sizes_arr.astype(indices.dtype)).astype(signed)
+  sizes_arr = sizes_arr.astype(indices.dtype)
+  if mode == lax.GatherScatterMode.CLIP:
+    indices = jnp.clip(indices, 0, sizes_arr - 1)
+    in_bounds = jnp.ones((n,), bool)
+  elif mode == lax.GatherScatterMode.FILL_OR_DROP:
+    in_bounds = jnp.all((indices >= 0) & (indices < sizes_arr), axis=1)
+    checkify.debug_check(
+        jnp.all(in_bounds), f"{OP}: an index tuple is out of range for the "
+        f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+  else:
+    in_bounds = jnp.ones((n,), bool)  # promised; out of range is undefined
+  if strategy is None:
+    return indices
+  wins = _winners(indices, in_bounds, sizes, strategy)
+  redirected = -1 - lax.iota(indices.dtype, n)
+  return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
 
 
 def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
@@ -320,33 +377,11 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
     # Every tuple addresses all of data: the last one wins.
     return updates[n - 1]
 
-  indices = _common.prepare_indices(jnp.reshape(jnp.asarray(indices), (n, k)),
-                                    sizes)
-  sizes_arr = np.asarray(sizes, np.int64)
-  if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
-    # Losers are redirected to negative indices below, so go signed; capping
-    # at the size first keeps an out-of-range value out of range.
-    signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
-    indices = jnp.minimum(indices, sizes_arr.astype(indices.dtype)).astype(signed)
-  sizes_arr = sizes_arr.astype(indices.dtype)
-  if scatter_mode == lax.GatherScatterMode.CLIP:
-    indices = jnp.clip(indices, 0, sizes_arr - 1)
-    scatter_mode = lax.GatherScatterMode.FILL_OR_DROP
-    in_bounds = None
-  else:
-    in_bounds = jnp.all((indices >= 0) & (indices < sizes_arr), axis=1)
-    if scatter_mode == lax.GatherScatterMode.FILL_OR_DROP:
-      checkify.debug_check(
-          jnp.all(in_bounds), f"{OP}: an index tuple is out of range for the "
-          f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
-    else:
-      in_bounds = None  # promised; out-of-range tuples are undefined behavior
-
-  if not unique_indices and n > 1:
-    wins = _winners(indices,
-                    jnp.ones((n,), bool) if in_bounds is None else in_bounds,
-                    sizes)
-    redirected = -1 - lax.iota(indices.dtype, n)
-    indices = indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
+  dedup = not unique_indices and n > 1
+  indices = _scatter_indices(jnp.reshape(jnp.asarray(indices), (n, k)), sizes,
+                             scatter_mode,
+                             _strategy(n, sizes) if dedup else None)
+  if dedup or scatter_mode == lax.GatherScatterMode.CLIP:
+    # Redirected tuples must be dropped; clipped ones are in range already.
     scatter_mode = lax.GatherScatterMode.FILL_OR_DROP
   return _scatter_unique(data, indices, updates, scatter_mode)
