@@ -189,9 +189,13 @@ def plan_variants(case: Case, args: Sequence[jax.Array],
   """Every variant of `case`, forward group first, in a fixed order."""
   from bench import runtimes
   variants = []
+  # A sweep of a donatable op is about the donated (in-place) time; the
+  # out-of-place variants would only add the data copy to every point.
+  in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
   for form, fn in case.forms.items():
-    variants.append(Variant(form, "fwd",
-                            lambda fn=fn: jax_runner(fn, args)))
+    if not in_place_sweep:
+      variants.append(Variant(form, "fwd",
+                              lambda fn=fn: jax_runner(fn, args)))
   if case.donate_argnum is not None:
     for form, fn in case.forms.items():
       variants.append(Variant(
@@ -276,7 +280,8 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
   The runners are timed round-robin, one call each per round, so that load
   from other processes on a shared machine hits every variant of a case
   alike and their ratios stay meaningful. A runner stops early once
-  `budget_s` of its timed calls have run. Each call is synchronized with
+  `budget_s` of its timed calls, or 3x that in wall time including setup,
+  have run. Each call is synchronized with
   `block_until_ready`; `setup` (e.g. the fresh copy a donated buffer needs)
   runs outside the clock.
   """
@@ -285,15 +290,18 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
       jax.block_until_ready(runner.call(runner.setup()))
   times: dict[str, list[float]] = {name: [] for name in runners}
   spent = dict.fromkeys(runners, 0.0)
+  wall = dict.fromkeys(runners, 0.0)  # with setup, e.g. copies for donation
 
   def running(name):
     n = len(times[name])
-    return n < reps and (n < min_reps or spent[name] < budget_s)
+    return n < reps and (n < min_reps or (spent[name] < budget_s and
+                                          wall[name] < 3 * budget_s))
 
   while any(running(name) for name in runners):
     for name, runner in runners.items():
       if not running(name):
         continue
+      setup_start = time.perf_counter()
       state = runner.setup()
       start = time.perf_counter()
       out = jax.block_until_ready(runner.call(state))
@@ -303,6 +311,7 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
       del out, state
       times[name].append(elapsed)
       spent[name] += elapsed
+      wall[name] += time.perf_counter() - setup_start
   out = {}
   for name, ts in times.items():
     ts.sort()
