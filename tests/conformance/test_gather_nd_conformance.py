@@ -52,7 +52,10 @@ def _jaxops_outputs(cases):
 @pytest.mark.parametrize("chunk", range(NUM_CASES // CHUNK),
                          ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}")
 def test_random_cases_match_runtimes(chunk):
-  cases = [gs.random_gather_nd_case(seed, dtypes=ORACLE_DTYPES)
+  # Empty tuples (k == 0) are allowed in one seed in 8 only: OpenVINO cannot
+  # check them, and uniform k would make them a third of all cases.
+  cases = [gs.random_gather_nd_case(seed, dtypes=ORACLE_DTYPES,
+                                    min_k=0 if seed % 8 == 0 else 1)
            for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)]
   outputs = _jaxops_outputs(cases)
   for case, out in zip(cases, outputs):
@@ -62,7 +65,7 @@ def test_random_cases_match_runtimes(chunk):
     gs.assert_same(out, expected, "onnxruntime " + case.describe())
   # The CPU plugin returns garbage for empty index tuples (k == 0).
   ov_cases = [j for j, case in enumerate(cases) if case.indices.shape[-1] > 0]
-  assert len(ov_cases) >= CHUNK // 2, len(ov_cases)
+  assert len(ov_cases) >= CHUNK * 3 // 4, len(ov_cases)
   ov_outputs = oracles.openvino_cpu_many(
       [_openvino_gather_nd(cases[j].batch_dims) for j in ov_cases],
       [(cases[j].data, cases[j].indices) for j in ov_cases])
