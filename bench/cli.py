@@ -48,7 +48,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                       "e.g. 'jaxops*,openvino' (default: all)")
   parser.add_argument("--reps", type=int, default=50,
                       help="at most this many timed calls per variant")
-  parser.add_argument("--min-reps", type=int, default=5)
+  parser.add_argument("--min-reps", type=int, default=10,
+                      help="at least this many timed calls per variant")
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--budget", type=float, default=1.0,
                       help="seconds of timed calls per variant before "
