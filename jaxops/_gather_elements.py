@@ -118,8 +118,8 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
       outside `data`), `"clip"` or `"promise_in_bounds"`, as in
       `jaxops.gather_nd`. Concrete indices are checked eagerly
       (`IndexError`); `checkify.index_checks` reports traced ones.
-    fill_value: value of out-of-range reads with `mode="fill"` (default as
-      in `jnp.take`: NaN for inexact dtypes).
+    fill_value: static scalar for out-of-range reads with `mode="fill"`
+      (default as in `jnp.take`: NaN for inexact dtypes).
 
   Returns:
     Array of shape `indices.shape` and data's dtype.

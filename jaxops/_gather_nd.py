@@ -152,13 +152,15 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
     mode: what an out-of-range index does under `jit`, where raising is
       impossible. `"fill"` (default) returns `fill_value` for that slice and
       never reads outside `data`; `"clip"` clamps the index into range;
-      `"promise_in_bounds"` lets XLA assume every index is valid. Concrete
+      `"promise_in_bounds"` lets XLA assume every index is valid. Index
+      values beyond the int32 range (int64/uint32/uint64 indices) count as
+      out of range in every mode (no wrap-around). Concrete
       (non-traced) indices are checked eagerly and raise `IndexError`, and
       `jax.experimental.checkify` with `checkify.index_checks` reports traced
       ones.
-    fill_value: value for out-of-range reads with `mode="fill"`; defaults to
-      NaN for inexact dtypes, the minimum of signed ints, the maximum of
-      unsigned ints and True for bool (as in `jnp.take`).
+    fill_value: static scalar for out-of-range reads with `mode="fill"`;
+      defaults to NaN for inexact dtypes, the minimum of signed ints, the
+      maximum of unsigned ints and True for bool (as in `jnp.take`).
 
   Returns:
     Array of shape `indices.shape[:-1] + data.shape[b + k:]` and data's dtype.
