@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -277,7 +278,8 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
             budget_s: float, min_reps: int = 5) -> dict[str, Timing]:
   """Median of up to `reps` timed calls per runner (at least `min_reps`).
 
-  The runners are timed round-robin, one call each per round, so that load
+  The runners are timed round-robin, one call each per round in a shuffled
+  order, so that load
   from other processes on a shared machine hits every variant of a case
   alike and their ratios stay meaningful. A runner stops early once
   `budget_s` of its timed calls, or 3x that in wall time including setup,
@@ -297,8 +299,14 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
     return n < reps and (n < min_reps or (spent[name] < budget_s and
                                           wall[name] < 3 * budget_s))
 
+  # A fixed-seed shuffle of each round, so no variant always runs right
+  # after the same neighbour (whose threads or cache state it would inherit).
+  order = list(runners)
+  shuffle = random.Random(0).shuffle
   while any(running(name) for name in runners):
-    for name, runner in runners.items():
+    shuffle(order)
+    for name in order:
+      runner = runners[name]
       if not running(name):
         continue
       setup_start = time.perf_counter()

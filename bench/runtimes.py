@@ -1,7 +1,8 @@
 """Peer runtimes: one-op models in OpenVINO (CPU plugin) and onnxruntime.
 
 Both get the same thread count as the JAX side has cores to use (2 by
-default), and OpenVINO is forced to f32 inference precision (its CPU plugin
+default; onnxruntime's threads do not spin between runs, so they leave the
+cores to the next variant), and OpenVINO is forced to f32 inference precision (its CPU plugin
 may otherwise pick bf16 on hardware that has it). Inputs are bound once and
 shared with NumPy (no per-call copy), and onnxruntime writes into a
 preallocated output, so a timed call is the kernel plus the runtime's own
@@ -102,6 +103,9 @@ def onnxruntime_runner(model, inputs: Sequence[np.ndarray],
   options = ort.SessionOptions()
   options.intra_op_num_threads = threads
   options.inter_op_num_threads = 1
+  # onnxruntime's pool threads busy-wait after each run by default, which
+  # would steal the cores from whatever variant is timed next.
+  options.add_session_config_entry("session.intra_op.allow_spinning", "0")
   start = time.perf_counter()
   session = ort.InferenceSession(model.SerializeToString(), options,
                                  providers=["CPUExecutionProvider"])
