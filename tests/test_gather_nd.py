@@ -356,9 +356,9 @@ OOB_TUPLES = {
 @pytest.mark.parametrize("name", OOB_TUPLES)
 def test_out_of_range_fill_never_reads_data(name):
   values, dtype = OOB_TUPLES[name]
-  indices = np.array([[1, 1], values, [-1, -1]], dtype=dtype) \
-      if np.issubdtype(dtype, np.signedinteger) else \
-      np.array([[1, 1], values, [1, 2]], dtype=dtype)
+  # The last tuple reads element (1, 2), as negative indices where possible.
+  last = [-1, -1] if np.issubdtype(dtype, np.signedinteger) else [1, 2]
+  indices = np.array([[1, 1], values, last], dtype=dtype)
   out = _oob_fn()(OOB_DATA, indices)
   gs.assert_same(out, np.array([5, np.nan, 6], np.float32), name)
   out = _oob_fn(fill_value=-7.0)(OOB_DATA, indices)
