@@ -205,7 +205,7 @@ def bars(results: dict) -> list[str]:
   sweeps = _sweeps(results)
   by_sweep = {sweep: sorted(sweeps.get(("scatter_nd_update", sweep), []),
                             key=lambda c: c["size"])
-              for sweep in ("updates", "data_rows")}
+              for sweep in ("updates", "data_elements")}
   for name in ("jaxops.donated", "jaxops_unique.donated", "plain.donated"):
     times = {sweep: [_median(c, name) for c in cases]
              for sweep, cases in by_sweep.items()}
@@ -217,15 +217,15 @@ def bars(results: dict) -> list[str]:
     # A pass over data would cost at least the data copy of the largest
     # point; random updates into a larger array still get slower (cache and
     # TLB misses), which is not a pass over data.
-    largest = by_sweep["data_rows"][-1]
-    no_data_pass = times["data_rows"][-1] < 0.5 * largest["copy_s"]
-    ok = no_data_pass and grow["updates"] > grow["data_rows"]
+    largest = by_sweep["data_elements"][-1]
+    no_data_pass = times["data_elements"][-1] < 0.5 * largest["copy_s"]
+    ok = no_data_pass and grow["updates"] > grow["data_elements"]
     out.append(
         f"Donated time grows with the number of updates, not data size "
         f"({name}): {_verdict(ok)} ({span['updates']:.0f}x updates -> "
-        f"{grow['updates']:.1f}x time; {span['data_rows']:.0f}x data at fixed "
-        f"updates -> {grow['data_rows']:.1f}x time, largest "
-        f"{_ms(times['data_rows'][-1])} ms vs {_ms(largest['copy_s'])} ms for "
+        f"{grow['updates']:.1f}x time; {span["data_elements"]:.0f}x data at fixed "
+        f"updates -> {grow['data_elements']:.1f}x time, largest "
+        f"{_ms(times['data_elements'][-1])} ms vs {_ms(largest['copy_s'])} ms for "
         f"one copy of its data)")
   compiles = [(v["compile_s"], c["key"], n) for c in results["cases"]
               for n, v in c["variants"].items() if n not in PEERS]

@@ -69,6 +69,6 @@ def cases(smoke: bool) -> list[Case]:
     rows = [41, 130, 410, 1295, 4096]
     cols = (1024, 256)
   out += [case(f"sweep_rows{r}", "sweep", (r, cols[0]), (r, cols[1]), 1,
-               sweep="rows", size=r * cols[1], grad=False, peers=False)
+               sweep="indices", size=r * cols[1], grad=False, peers=False)
           for r in rows]
   return out

@@ -89,6 +89,6 @@ def cases(smoke: bool) -> list[Case]:
                sweep="updates", size=n, grad=False, peers=False)
           for n in updates]
   out += [case(f"sweep_rows{r}", "sweep", (r, side), (fixed, 2),
-               sweep="data_rows", size=r * side, grad=False, peers=False)
+               sweep="data_elements", size=r * side, grad=False, peers=False)
           for r in rows]
   return out

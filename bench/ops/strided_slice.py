@@ -114,6 +114,6 @@ def cases(smoke: bool) -> list[Case]:
   out = [case("ir_shrink", "ir", ir_shape, ir_attrs, _IR_INDEX),
          case("large", "large", (large, *tail), _LARGE, _LARGE_INDEX)]
   out += [case(f"sweep_n{n}", "sweep", (n, *tail), _LARGE, _LARGE_INDEX,
-               sweep="leading_dim", size=n * math.prod(tail), grad=False,
+               sweep="data_elements", size=n * math.prod(tail), grad=False,
                peers=False) for n in sweep]
   return out
