@@ -223,7 +223,7 @@ def bars(results: dict) -> list[str]:
     out.append(
         f"Donated time grows with the number of updates, not data size "
         f"({name}): {_verdict(ok)} ({span['updates']:.0f}x updates -> "
-        f"{grow['updates']:.1f}x time; {span["data_elements"]:.0f}x data at fixed "
+        f"{grow['updates']:.1f}x time; {span['data_elements']:.0f}x data at fixed "
         f"updates -> {grow['data_elements']:.1f}x time, largest "
         f"{_ms(times['data_elements'][-1])} ms vs {_ms(largest['copy_s'])} ms for "
         f"one copy of its data)")
