@@ -313,14 +313,37 @@ def _fit_only_up_to(limit):
   return lambda value: jnp.int32 if value <= limit else None
 
 
+_SORTS = {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0}
+_NO_BITMAP = {"_BITMAP_MIN_WORDS": 0, "_BITMAP_WORDS_PER_TUPLE": 0}
 STRATEGIES = {
-    # name: {module attribute: value} forcing that branch of `_winners`.
-    "table": {"_TABLE_MIN_SLOTS": 1 << 30},
-    "packed_sort": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0},
-    "rank_table": {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0,
-                   "_int_dtype_for": "slots"},
-    "column_sort": {"_int_dtype_for": "below_slots"},
+    # name: ({module attribute: value} forcing that branch of `_winners`,
+    #        the (search, repeat test) `_strategy` then picks).
+    "table": ({"_TABLE_MIN_SLOTS": 1 << 30}, ("table", None)),
+    "packed_sort_bitmap": (_SORTS, ("packed_sort", "bitmap")),
+    "packed_sort_sorted": ({**_SORTS, **_NO_BITMAP}, ("packed_sort", "sort")),
+    "rank_table_bitmap": ({**_SORTS, "_int_dtype_for": "slots"},
+                          ("rank_table", "bitmap")),
+    "rank_table_sorted": ({**_SORTS, **_NO_BITMAP, "_int_dtype_for": "slots"},
+                          ("rank_table", "sort")),
+    "column_sort": ({"_int_dtype_for": "below_slots"}, ("columns", None)),
 }
+SORT_STRATEGIES = [name for name, (_, (search, _)) in STRATEGIES.items()
+                   if search in ("packed_sort", "rank_table")]
+
+
+def _force_strategy(monkeypatch, strategy, data_shape, indices_shape):
+  """Makes `_strategy` pick `strategy` for these shapes, and checks it does."""
+  k = indices_shape[-1]
+  slots = int(np.prod(data_shape[:k]))
+  attributes, expected = STRATEGIES[strategy]
+  for name, value in attributes.items():
+    if value == "slots":
+      value = _fit_only_up_to(slots)
+    elif value == "below_slots":
+      value = _fit_only_up_to(slots - 1)
+    monkeypatch.setattr(snu, name, value)
+  picked = snu._strategy(int(np.prod(indices_shape[:-1])), data_shape[:k])
+  assert (picked[0], picked[3]) == expected, picked
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
@@ -329,20 +352,19 @@ STRATEGIES = {
                                                ((3, 4, 2), (30,), 3)])
 def test_duplicates_last_wins_every_strategy(monkeypatch, strategy, data_shape,
                                              lead, k):
-  slots = int(np.prod(data_shape[:k]))
-  for name, value in STRATEGIES[strategy].items():
-    if value == "slots":
-      value = _fit_only_up_to(slots)
-    elif value == "below_slots":
-      value = _fit_only_up_to(slots - 1)
-    monkeypatch.setattr(snu, name, value)
+  _force_strategy(monkeypatch, strategy, data_shape, lead + (k,))
   rng = np.random.default_rng(11)
   data, indices, updates = random_case(rng, data_shape, lead, k, unique=False)
   # Out-of-range tuples mixed in (dropped under jit), on both sides.
   indices.reshape(-1, k)[::7, 0] = data_shape[0] + 2
   indices.reshape(-1, k)[3::11, 0] = -data_shape[0] - 1
+  _check_against_loop(data, indices, updates, rng)
+
+
+def _check_against_loop(data, indices, updates, rng):
+  """Values (drop and clip) and d/d updates against the in-order NumPy loop."""
   expected = reference(data, indices, updates)
-  # A fresh function per test: jax.jit of the same function would reuse the
+  # A fresh function per call: jax.jit of the same function would reuse the
   # trace (and strategy) of an earlier parameterization.
   out = jax.jit(lambda *a: jaxops.scatter_nd_update(*a))(data, indices, updates)
   np.testing.assert_array_equal(out, expected)
@@ -351,11 +373,127 @@ def test_duplicates_last_wins_every_strategy(monkeypatch, strategy, data_shape,
           data, indices, updates), reference(data, indices, updates, "clip"))
   # XLA on CPU happens to apply even a "unique" scatter in order, so values
   # alone cannot tell a broken winner search; the losers' zero gradients can.
-  cotangent = rng.standard_normal(data_shape)
+  cotangent = rng.standard_normal(data.shape)
   grad_u = jax.jit(jax.grad(lambda u, i: jnp.sum(
       jaxops.scatter_nd_update(data, i, u) * cotangent)))(updates, indices)
   np.testing.assert_array_equal(grad_u, _expected_updates_grad(indices,
                                                                 cotangent))
+
+
+def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
+  """Indices (n, k) for each branch of the sort searches' repeat test.
+
+  "unique": no repeats (the search is skipped). "duplicates": in-range repeats
+  (it runs). "out_of_range_duplicates": unique in range, repeats only among
+  out-of-range tuples (skipped under "drop"; under "clip" they clamp onto
+  repeats). "all_out_of_range": every tuple dropped.
+  """
+  sizes = np.asarray(data_shape[:k])
+  data, indices, updates = random_case(rng, data_shape, (n,), k,
+                                       unique=kind != "duplicates")
+  if kind == "duplicates":
+    indices[1::4] = indices[0]  # at least these repeat
+  elif kind == "out_of_range_duplicates":
+    indices[2::5] = [sizes[0] + 1] + [0] * (k - 1)
+    indices[3::5] = -sizes - 1
+  elif kind == "all_out_of_range":
+    indices[:] = sizes + rng.integers(0, 3, size=(n, k))
+    indices[::3] = -sizes - 1
+  return data, indices, updates
+
+
+REPEAT_KINDS = ["unique", "duplicates", "out_of_range_duplicates",
+                "all_out_of_range"]
+
+
+@pytest.mark.parametrize("kind", REPEAT_KINDS)
+@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
+def test_sort_searches_both_branches_of_the_repeat_test(monkeypatch, strategy,
+                                                        kind):
+  _force_strategy(monkeypatch, strategy, (5, 4, 3), (12, 2))
+  rng = np.random.default_rng(REPEAT_KINDS.index(kind))
+  data, indices, updates = _repeat_case(rng, kind)
+  # The repeat test itself: a wrong "no repeats" shows in the loser gradients
+  # below, a wrong "repeats" only here.
+  assert bool(_repeats(strategy, indices, data.shape)) == (kind == "duplicates")
+  _check_against_loop(data, indices, updates, rng)
+
+
+def _repeats(strategy, indices, data_shape):
+  """The repeat test `strategy` runs, on the (n, k) indices (negatives
+  wrapped, out-of-range tuples masked)."""
+  k = indices.shape[-1]
+  sizes = np.asarray(data_shape[:k])
+  slots = int(np.prod(sizes))
+  wrapped = np.where(indices < 0, indices + sizes, indices)
+  in_bounds = np.all((wrapped >= 0) & (wrapped < sizes), axis=1)
+  target = np.where(in_bounds, np.ravel_multi_index(
+      tuple(np.where(in_bounds[:, None], wrapped, 0).T), sizes), slots)
+  if strategy.endswith("_bitmap"):
+    return snu._repeats_in_bitmap(jnp.asarray(target, jnp.int32),
+                                  jnp.asarray(in_bounds), slots)
+  return snu._repeats_in_sorted(jnp.sort(jnp.asarray(target, jnp.int32)),
+                                slots)
+
+
+# (id, targets, in_bounds (None: all), slots, repeats)
+BITMAP_CASES = [
+    ("distinct_bits_of_one_word", [0, 1, 2, 31], None, 64, False),
+    ("bit_31_twice_wraps", [31, 31, 5], None, 64, True),
+    ("bit_0_three_times", [32, 32, 32], None, 64, True),
+    ("carry_into_a_set_bit", [0, 0, 1], None, 64, True),
+    ("repeats_only_masked_out", [3, 3, 64, 64, 7], [False, True, True, False,
+                                                    True], 64, False),
+    ("every_slot_once", list(range(70)), None, 70, False),
+]
+
+
+@pytest.mark.parametrize("case", BITMAP_CASES, ids=[c[0] for c in BITMAP_CASES])
+def test_repeats_in_bitmap(case):
+  _, targets, in_bounds, slots, repeats = case
+  in_bounds = np.ones(len(targets), bool) if in_bounds is None else in_bounds
+  # Masked-out tuples arrive as the sentinel target `slots`.
+  targets = np.where(in_bounds, targets, slots).astype(np.int32)
+  assert bool(snu._repeats_in_bitmap(jnp.asarray(targets),
+                                     jnp.asarray(in_bounds), slots)) == repeats
+  assert bool(snu._repeats_in_sorted(jnp.sort(jnp.asarray(targets)),
+                                     slots)) == repeats
+
+
+@pytest.mark.parametrize("slots", [5, 37, 200])
+def test_repeat_tests_match_numpy_on_random_targets(slots):
+  both = jax.jit(lambda targets, in_bounds: (
+      snu._repeats_in_bitmap(targets, in_bounds, slots),
+      snu._repeats_in_sorted(jnp.sort(targets), slots)))
+  rng = np.random.default_rng(slots)
+  for _ in range(30):
+    in_bounds = rng.random(24) < rng.random()
+    targets = np.where(in_bounds, rng.integers(0, slots, 24), slots)
+    valid = targets[in_bounds]
+    repeats = len(np.unique(valid)) < len(valid)
+    got = both(jnp.asarray(targets, jnp.int32), jnp.asarray(in_bounds))
+    assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
+
+
+@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
+def test_sort_searches_under_vmap_mixed_batch(monkeypatch, strategy):
+  """A batched repeat test makes `lax.cond` a select running both branches."""
+  _force_strategy(monkeypatch, strategy, (5, 4, 3), (12, 2))
+  rng = np.random.default_rng(13)
+  cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
+  data, indices, updates = (np.stack(arrays) for arrays in zip(*cases))
+  out = jax.jit(jax.vmap(lambda *a: jaxops.scatter_nd_update(*a)))(
+      data, indices, updates)
+  cotangent = rng.standard_normal(data.shape)
+  grad_u = jax.jit(jax.vmap(jax.grad(lambda d, i, u, c: jnp.sum(
+      jaxops.scatter_nd_update(d, i, u) * c), argnums=2)))(
+          data, indices, updates, cotangent)
+  for j, kind in enumerate(REPEAT_KINDS):
+    np.testing.assert_array_equal(
+        out[j], reference(data[j], indices[j], updates[j]), err_msg=kind)
+    np.testing.assert_array_equal(
+        grad_u[j], _expected_updates_grad(indices[j], cotangent[j]),
+        err_msg=kind)
 
 
 def _winner_mask(data_shape, indices):
@@ -403,10 +541,13 @@ def test_duplicate_gradients_zero_for_losers(data_shape, lead, k):
   assert not _winner_mask(data_shape, indices).all(), "needs losers"
 
 
-def test_grad_does_not_build_a_data_sized_id_tensor():
+@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
+                                      "packed_sort_sorted"])
+def test_grad_does_not_build_a_data_sized_id_tensor(monkeypatch, strategy):
   """JAX's default scatter VJP scatters an id tensor of data's size."""
   data = jnp.zeros((50, 40))
   indices = jnp.array([[1], [1], [3]])
+  _force_strategy(monkeypatch, strategy, data.shape, indices.shape)
   jaxpr = jax.make_jaxpr(jax.grad(
       lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
       argnums=(0, 1)))(data, jnp.ones((3, 40)))
@@ -435,9 +576,13 @@ def test_out_of_range_dropped_under_jit_and_clip_mode():
 
 @pytest.mark.parametrize("errors", [checkify.user_checks, checkify.index_checks],
                          ids=["user_checks", "index_checks"])
-def test_checkify_flags_out_of_range(errors):
-  f = checkify.checkify(jax.jit(jaxops.scatter_nd_update), errors=errors)
+@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
+                                      "packed_sort_sorted"])
+def test_checkify_flags_out_of_range(monkeypatch, errors, strategy):
   data, updates = np.zeros((4, 2)), np.ones((2, 2))
+  _force_strategy(monkeypatch, strategy, data.shape, (2, 1))
+  f = checkify.checkify(jax.jit(lambda *a: jaxops.scatter_nd_update(*a)),
+                        errors=errors)
   err, out = f(data, np.array([[1], [4]]), updates)
   assert err.get() is not None
   if errors is checkify.user_checks:
@@ -447,8 +592,11 @@ def test_checkify_flags_out_of_range(errors):
   assert err.get() is None
 
 
-def test_user_checks_quiet_for_in_range_duplicates():
-  f = checkify.checkify(jax.jit(jaxops.scatter_nd_update),
+@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
+                                      "packed_sort_sorted"])
+def test_user_checks_quiet_for_in_range_duplicates(monkeypatch, strategy):
+  _force_strategy(monkeypatch, strategy, (3,), (2, 1))
+  f = checkify.checkify(jax.jit(lambda *a: jaxops.scatter_nd_update(*a)),
                         errors=checkify.user_checks)
   err, out = f(np.zeros(3), np.array([[1], [1]]), np.array([1., 2.]))
   assert err.get() is None
@@ -456,8 +604,10 @@ def test_user_checks_quiet_for_in_range_duplicates():
 
 
 @pytest.mark.parametrize("unique", [False, True])
-def test_donated_data_is_updated_in_place(unique):
+@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap"])
+def test_donated_data_is_updated_in_place(monkeypatch, unique, strategy):
   indices = jnp.array([[1, 2], [3, 0], [1, 2]])[:2 if unique else 3]
+  _force_strategy(monkeypatch, strategy, (6, 4, 8), indices.shape)
   updates = jnp.ones((indices.shape[0], 8), jnp.float32)
   fn = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=unique)
   donated = jax.jit(fn, donate_argnums=0)
