@@ -38,7 +38,7 @@ The two sort-based searches first test whether any in-range target repeats
 and `lax.cond` to "every in-range tuple wins" when none does, so unique
 indices (the common case) skip the search at run time:
 
-* bitmap test, while `slots / 32 <= 8 * n + 2**16`: each in-range tuple adds
+* bitmap test, while `slots // 32 + 1 <= 8 * n + 2**16` words: each tuple adds
   `2**(target % 32)` to the uint32 word `target // 32` of a zeroed bitmap; the
   words hold one set bit per tuple iff no bit was added twice (an addition
   loses one set bit per carry). Integer addition is order independent, so this
