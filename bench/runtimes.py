@@ -42,6 +42,18 @@ def versions() -> dict[str, str]:
   return out
 
 
+def openvino_opset():
+  """The OpenVINO opset module the one-op models are built from (lazy import)."""
+  import openvino.opset8 as ops
+  return ops
+
+
+def onnx_node(op_type: str, inputs: Sequence[str], **attrs: Any):
+  """A one-output ONNX node writing "y", for `onnx_model`."""
+  from onnx import helper
+  return helper.make_node(op_type, list(inputs), ["y"], **attrs)
+
+
 def openvino_runner(make_node: Callable[..., Any],
                     inputs: Sequence[np.ndarray], threads: int) -> Runner:
   """Compiles `make_node(*parameters)` on the CPU plugin (compile timed)."""

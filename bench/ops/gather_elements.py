@@ -38,20 +38,10 @@ def case(name, tier, data_shape, indices_shape, axis, *, sweep=None,
       forms={"jaxops": lambda d, i: jaxops.gather_elements(d, i, axis=axis),
              "plain": lambda d, i: jnp.take_along_axis(d, i, axis=axis)},
       diff_argnums=(0,), traffic=traffic,
-      openvino=lambda d, i: _ov().gather_elements(d, i, axis),
+      openvino=lambda d, i: runtimes.openvino_opset().gather_elements(d, i, axis),
       onnx=lambda inputs: runtimes.onnx_model(
-          [_onnx_node("GatherElements", ["x0", "x1"], axis=axis)], inputs),
+          [runtimes.onnx_node("GatherElements", ["x0", "x1"], axis=axis)], inputs),
       sweep=sweep, size=size, grad=grad, peers=peers)
-
-
-def _ov():
-  import openvino.opset8 as ops
-  return ops
-
-
-def _onnx_node(op_type, inputs, **attrs):
-  from onnx import helper
-  return helper.make_node(op_type, inputs, ["y"], **attrs)
 
 
 def cases(smoke: bool) -> list[Case]:

@@ -50,20 +50,10 @@ def case(name, tier, data_shape, indices_shape, batch_dims, *, sweep=None,
       forms={"jaxops": lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
              "plain": lambda d, i: plain(d, i, b)},
       diff_argnums=(0,), traffic=traffic,
-      openvino=lambda d, i: _ov().gather_nd(d, i, batch_dims=b),
+      openvino=lambda d, i: runtimes.openvino_opset().gather_nd(d, i, batch_dims=b),
       onnx=lambda inputs: runtimes.onnx_model(
-          [_onnx_node("GatherND", ["x0", "x1"], batch_dims=b)], inputs),
+          [runtimes.onnx_node("GatherND", ["x0", "x1"], batch_dims=b)], inputs),
       sweep=sweep, size=size, grad=grad, peers=peers)
-
-
-def _ov():
-  import openvino.opset8 as ops
-  return ops
-
-
-def _onnx_node(op_type, inputs, **attrs):
-  from onnx import helper
-  return helper.make_node(op_type, inputs, ["y"], **attrs)
 
 
 def cases(smoke: bool) -> list[Case]:

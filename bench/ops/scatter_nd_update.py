@@ -56,20 +56,10 @@ def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
           "plain": plain,
       },
       diff_argnums=(0, 2), traffic=traffic, donate_argnum=0,
-      openvino=lambda d, i, u: _ov().scatter_nd_update(d, i, u),
+      openvino=lambda d, i, u: runtimes.openvino_opset().scatter_nd_update(d, i, u),
       onnx=lambda inputs: runtimes.onnx_model(
-          [_onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs),
+          [runtimes.onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs),
       sweep=sweep, size=size, grad=grad, peers=peers)
-
-
-def _ov():
-  import openvino.opset8 as ops
-  return ops
-
-
-def _onnx_node(op_type, inputs, **attrs):
-  from onnx import helper
-  return helper.make_node(op_type, inputs, ["y"], **attrs)
 
 
 def cases(smoke: bool) -> list[Case]:

@@ -78,16 +78,11 @@ def case(name, tier, data_shape, attrs, index, *, sweep=None, size=None,
                                                       **masks),
              "plain": lambda d: d[index]},
       diff_argnums=(0,), traffic=traffic,
-      openvino=lambda d: _ov().strided_slice(
+      openvino=lambda d: runtimes.openvino_opset().strided_slice(
           d, np.asarray(begin, np.int64), np.asarray(end, np.int64),
           np.asarray(strides, np.int64), **masks),
       onnx=lambda inputs: _onnx(inputs, data_shape, index),
       sweep=sweep, size=size, grad=grad, peers=peers)
-
-
-def _ov():
-  import openvino.opset8 as ops
-  return ops
 
 
 # array[0:1, 0, 0:384, 0:640, 0:8], the shrink_axis_mask example of the spec.
