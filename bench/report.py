@@ -264,6 +264,14 @@ def sweep_tables(results: dict) -> list[str]:
   return lines
 
 
+def _save(fig, path: str) -> str:
+  import matplotlib.pyplot as plt
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
 def plots(results: dict, out_dir: str) -> list[str]:
   """Per-op bar charts (log time) and log-log sweep plots with floors."""
   import matplotlib
@@ -299,11 +307,7 @@ def plots(results: dict, out_dir: str) -> list[str]:
       ax.set_title(f"{op}: {title}")
       if names:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out_dir, f"{op}_bars.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_save(fig, os.path.join(out_dir, f"{op}_bars.png")))
   sweeps = _sweeps(results)
   for op in dict.fromkeys(op for op, _ in sweeps):
     mine = [(s, c) for (o, s), c in sweeps.items() if o == op]
@@ -327,9 +331,5 @@ def plots(results: dict, out_dir: str) -> list[str]:
       ax.set_ylabel("median time (ms)")
       ax.set_title(f"{op}: time vs {sweep}")
       ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out_dir, f"{op}_sweep.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_save(fig, os.path.join(out_dir, f"{op}_sweep.png")))
   return paths

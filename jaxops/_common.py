@@ -226,6 +226,23 @@ def static_fill_value(fill_value: Any, op: str) -> Any:
   return array.reshape(()).item()
 
 
+def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:
+  """`fill_value`, or JAX's default fill for out-of-range gather reads.
+
+  The default (as in `jnp.take`) is NaN for inexact dtypes, True for bool,
+  the minimum of signed ints and the maximum of unsigned ints.
+  """
+  if fill_value is not None:
+    return fill_value
+  if jnp.issubdtype(dtype, jnp.inexact):
+    return jnp.nan
+  if jnp.issubdtype(dtype, jnp.bool_):
+    return True
+  if jnp.issubdtype(dtype, jnp.signedinteger):
+    return jnp.iinfo(dtype).min
+  return jnp.iinfo(dtype).max
+
+
 def is_float0(tangent: Any) -> bool:
   """Whether `tangent` is the float0 tangent of an integer or bool primal."""
   return jnp.result_type(tangent) == jax.dtypes.float0

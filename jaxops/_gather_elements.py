@@ -20,7 +20,6 @@ from jax import lax
 
 from jaxops import _common
 from jaxops._common import Shape, op_error, shape_str
-from jaxops._gather_nd import _fill
 
 OP = "GatherElements-13"
 
@@ -66,7 +65,7 @@ def _gather(data: jax.Array, indices: jax.Array, axis: int,
           OP, f"cannot gather along axis={axis} of size 0 (data shape "
           f"{shape_str(data.shape)}): every index is out of range; "
           "use mode='fill' to get fill values", IndexError)
-    return jnp.full(indices.shape, _fill(data.dtype, fill_value), data.dtype)
+    return jnp.full(indices.shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
   # Batching dims must match in size: restrict data to the leading part that
   # a smaller indices dim covers (a no-op when the shapes agree).
   limits = tuple(data.shape[d] if d == axis else indices.shape[d]

@@ -93,24 +93,11 @@ def _gather(data: jax.Array, indices: jax.Array, batch_dims: int,
           OP, f"cannot gather from data of shape {shape_str(data.shape)}: "
           f"an indexed dim has size 0 so every index is out of range; "
           "use mode='fill' to get fill values", IndexError)
-    return jnp.full(out_shape, _fill(data.dtype, fill_value), data.dtype)
+    return jnp.full(out_shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
   dnums = _dimension_numbers(data.ndim, indices.ndim, b, k)
   slice_sizes = (1,) * (b + k) + data.shape[b + k:]
   return lax.gather(data, indices, dnums, slice_sizes, mode=mode,
                     fill_value=fill_value)
-
-
-def _fill(dtype, fill_value):
-  """JAX's default fill for out-of-range reads (NaN for inexact types)."""
-  if fill_value is not None:
-    return fill_value
-  if jnp.issubdtype(dtype, jnp.inexact):
-    return jnp.nan
-  if jnp.issubdtype(dtype, jnp.bool_):
-    return True
-  if jnp.issubdtype(dtype, jnp.signedinteger):
-    return jnp.iinfo(dtype).min
-  return jnp.iinfo(dtype).max
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))

@@ -12,8 +12,6 @@ input), vmap equals the loop, sharded equals unsharded.
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -21,8 +19,9 @@ import time
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = REPO_ROOT / "examples"
+import subprocess_support
+
+EXAMPLES = subprocess_support.REPO_ROOT / "examples"
 TIMEOUT_S = 240
 
 # Example -> command-line arguments (small settings where the script has them).
@@ -35,9 +34,7 @@ RUNS = {
 
 
 def _execute(name: str) -> dict[str, object]:
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(
-      [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+  env = subprocess_support.subprocess_env()
   env.pop("XLA_FLAGS", None)
   start = time.perf_counter()
   try:
@@ -55,30 +52,17 @@ def _execute(name: str) -> dict[str, object]:
 @pytest.fixture(scope="session")
 def example_output(tmp_path_factory, worker_id):
   """name -> {returncode, stdout, stderr, seconds}, each example run once."""
-  if worker_id == "master":
-    shared = tmp_path_factory.mktemp("examples")
-  else:
-    shared = tmp_path_factory.getbasetemp().parent   # one per xdist session
+  shared = subprocess_support.shared_dir(tmp_path_factory, worker_id,
+                                         "examples")
   cache: dict[str, dict[str, object]] = {}
 
   def get(name: str) -> dict[str, object]:
-    if name in cache:
-      return cache[name]
-    result_path = shared / f"example_{name}.json"
-    try:
-      os.close(os.open(shared / f"example_{name}.lock",
-                       os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:         # another worker runs it: wait for it
-      deadline = time.monotonic() + TIMEOUT_S + 60
-      while not result_path.exists():
-        if time.monotonic() > deadline:
-          raise TimeoutError(f"no output of {name}.py from the other worker")
-        time.sleep(0.5)
-    else:
-      partial = result_path.with_suffix(".partial")
-      partial.write_text(json.dumps(_execute(name)))
-      partial.rename(result_path)   # atomic: readers never see half a file
-    cache[name] = json.loads(result_path.read_text())
+    if name not in cache:
+      path = subprocess_support.produce_once(
+          shared, f"example_{name}.json",
+          lambda partial: partial.write_text(json.dumps(_execute(name))),
+          TIMEOUT_S)
+      cache[name] = json.loads(path.read_text())
     return cache[name]
 
   return get

@@ -12,40 +12,34 @@ its report, so the script runs once per session.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
 import sharding_checks
+import subprocess_support
 
 SCRIPT = pathlib.Path(sharding_checks.__file__)
-REPO_ROOT = SCRIPT.parent.parent
 TIMEOUT_S = 300
 ERROR = "error"   # report key of a script that did not finish
 
 
 def _run_checks(report_path: pathlib.Path) -> None:
   """Runs the script; writes its report, or an `error` entry, to report_path."""
-  env = dict(os.environ)
-  env["JAX_PLATFORMS"] = "cpu"
-  env["PYTHONPATH"] = os.pathsep.join(
-      [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-  partial = report_path.with_suffix(".partial")
+  env = subprocess_support.subprocess_env(JAX_PLATFORMS="cpu")
   try:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", str(partial)], env=env,
+        [sys.executable, str(SCRIPT), "--json", str(report_path)], env=env,
         capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    if not partial.exists():
-      partial.write_text(json.dumps({ERROR: (
+    if not report_path.exists():
+      report_path.write_text(json.dumps({ERROR: (
           f"{SCRIPT.name} wrote no report (exit {proc.returncode})\n"
           f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}")}))
   except subprocess.TimeoutExpired:
-    partial.write_text(json.dumps({ERROR: f"{SCRIPT.name} ran > {TIMEOUT_S} s"}))
-  partial.rename(report_path)   # atomic: readers never see half a file
+    report_path.write_text(
+        json.dumps({ERROR: f"{SCRIPT.name} ran > {TIMEOUT_S} s"}))
 
 
 def _load(report_path: pathlib.Path) -> dict[str, dict[str, object]]:
@@ -57,24 +51,10 @@ def _load(report_path: pathlib.Path) -> dict[str, dict[str, object]]:
 
 @pytest.fixture(scope="session")
 def report(tmp_path_factory, worker_id):
-  if worker_id == "master":       # no xdist: this process is the only reader
-    report_path = tmp_path_factory.mktemp("sharding") / "report.json"
-    _run_checks(report_path)
-    return _load(report_path)
-  shared = tmp_path_factory.getbasetemp().parent   # one per xdist session
-  report_path = shared / "sharding_report.json"
-  try:
-    os.close(os.open(shared / "sharding_report.lock",
-                     os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-  except FileExistsError:         # another worker is running the script
-    deadline = time.monotonic() + TIMEOUT_S + 60
-    while not report_path.exists():
-      if time.monotonic() > deadline:
-        raise TimeoutError(f"no {report_path} from the other xdist worker")
-      time.sleep(0.5)
-  else:
-    _run_checks(report_path)
-  return _load(report_path)
+  shared = subprocess_support.shared_dir(tmp_path_factory, worker_id,
+                                         "sharding")
+  return _load(subprocess_support.produce_once(
+      shared, "sharding_report.json", _run_checks, TIMEOUT_S))
 
 
 def test_report_has_exactly_the_declared_checks(report):
