@@ -98,9 +98,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import checkify
 
-from jaxops import _common
+from jaxops import _checks, _common
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
@@ -158,26 +157,38 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   return data_shape
 
 
-def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
-  """Arrays must have data's dtype; Python scalars/lists take it.
+# Kinds of Python values in the order they convert: an int list may fill float
+# data, a float list may not fill int data (NumPy's "same_kind").
+_KIND_ORDER = {"u": 0, "i": 0, "f": 1, "c": 2}
+_KIND_NAMES = {"u": "int", "i": "int", "f": "float", "c": "complex"}
 
-  A Python value converts only within its kind or to a wider kind (an int list
-  into float data, not a float list into int data), as numpy's "same_kind".
+
+def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
+  """`updates` as an array of data's `dtype`, or a TypeError.
+
+  Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
+  array is float32 when x64 is off, as it would be under jit). Python scalars
+  and lists, and the weakly typed arrays JAX makes of them under jit, take
+  data's dtype when that keeps or widens their kind. Python bools are not weak
+  in JAX and need bool data, as bool arrays do.
   """
-  if isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer)):
-    if updates.dtype != dtype:
+  is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
+  weak = (jax.typeof(updates).weak_type if isinstance(
+      updates, (jax.Array, jax.core.Tracer)) else not is_array)
+  updates = _common.as_array_like(updates)
+  given = jax.dtypes.canonicalize_dtype(updates.dtype)
+  if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
+    if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
       raise op_error(
-          OP, f"updates dtype {np.dtype(updates.dtype).name} must equal data "
-          f"dtype {np.dtype(dtype).name}; jaxops does not cast implicitly, "
-          "cast one of them explicitly", TypeError)
-    return jnp.asarray(updates)
-  host = np.asarray(updates)
-  if not np.can_cast(host.dtype, dtype, casting="same_kind"):
+          OP, f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+          f"converted to data dtype {np.dtype(dtype).name} without changing "
+          "kind", TypeError)
+  elif given != dtype:
     raise op_error(
-        OP, f"updates given as a Python {type(updates).__name__} of kind "
-        f"{host.dtype.name} cannot be converted to data dtype "
-        f"{np.dtype(dtype).name} without changing kind", TypeError)
-  return jnp.asarray(host, dtype=dtype)
+        OP, f"updates dtype {given.name} must equal data dtype "
+        f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
+        "of them explicitly", TypeError)
+  return jnp.asarray(updates, dtype=dtype)
 
 
 def _dimension_numbers(data_rank: int, k: int) -> lax.ScatterDimensionNumbers:
@@ -281,7 +292,7 @@ def _winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
     for column in sorted_columns[1:]:
       is_last = is_last | _last_of_runs(column)
     return _scatter_back(is_last, sorted_positions) & in_bounds
-  strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].reshape(1, k)
   target = jnp.sum(indices.astype(target_dtype) * strides.astype(target_dtype),
                    axis=1, dtype=target_dtype)
   # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
@@ -403,9 +414,9 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
   costs one dispatch; it only ever sees integer arrays, so no derivative is
   taken through it.
   """
-  n, _ = indices.shape
+  n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
-  sizes_arr = np.asarray(sizes, np.int64)
+  sizes_arr = np.asarray(sizes, np.int64).reshape(1, k)
   if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
     # Losers are redirected to negative indices, so go signed; capping at the
     # size first keeps an out-of-range value out of range (2**32 + 1 must not
@@ -414,14 +425,15 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
     indices = jnp.minimum(indices,
                           sizes_arr.astype(indices.dtype)).astype(signed)
   sizes_arr = sizes_arr.astype(indices.dtype)
+  zero = np.zeros((), indices.dtype)
   if mode == lax.GatherScatterMode.CLIP:
-    indices = jnp.clip(indices, 0, sizes_arr - 1)
+    indices = jnp.clip(indices, zero, sizes_arr - 1)
     in_bounds = jnp.ones((n,), bool)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
-    in_bounds = jnp.all((indices >= 0) & (indices < sizes_arr), axis=1)
-    checkify.debug_check(
-        jnp.all(in_bounds), f"{OP}: an index tuple is out of range for the "
+    indices = _checks.checked_indices(
+        indices, sizes, f"{OP}: an index tuple is out of range for the "
         f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+    in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
   else:
     in_bounds = jnp.ones((n,), bool)  # promised; out of range is undefined
   if strategy is None:

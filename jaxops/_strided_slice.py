@@ -114,6 +114,8 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
     count = max(0, -(-(hi - lo) // k))
     if count == 0:
       return 0, 0, 1, False, 0
+    if count == 1:
+      return lo, lo + 1, 1, False, 1
     return lo, lo + (count - 1) * k + 1, k, False, count
   step = -k
   first = size - 1 if begin_masked else (b + size if b < 0 else b)
@@ -122,8 +124,12 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
   count = max(0, -(-(first - stop) // step)) if size > 0 else 0
   if count == 0:
     return 0, 0, 1, False, 0
+  if count == 1:
+    # One element: the step is irrelevant, and may not fit XLA's int64 (a
+    # stride of -2**63 is a step of 2**63).
+    return first, first + 1, 1, False, 1
   last = first - (count - 1) * step
-  return last, first + 1, step, count > 1, count
+  return last, first + 1, step, True, count
 
 
 def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
