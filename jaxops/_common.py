@@ -3,9 +3,8 @@ canonicalization and index normalization.
 
 Everything here runs at trace time on Python values and shapes, except
 `prepare_indices`, which emits a few cheap elementwise ops on the (possibly
-traced) index array. The rules they apply
-(error form, static attributes, index dtypes, negative and out-of-range
-indices) are in docs/semantics.md.
+traced) index array. The rules they apply (error form, static attributes,
+index dtypes, negative and out-of-range indices) are in docs/semantics.md.
 """
 
 from __future__ import annotations
