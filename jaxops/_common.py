@@ -2,8 +2,9 @@
 canonicalization and index normalization.
 
 Everything here runs at trace time on Python values and shapes, except
-`wrap_negative_indices` and `prepare_indices`, which emit a couple of cheap
-elementwise ops on the (possibly traced) index array.
+`prepare_indices`, which emits a few cheap elementwise ops on the (possibly
+traced) index array. The rules they apply (error form, static attributes,
+index dtypes, negative and out-of-range indices) are in docs/semantics.md.
 """
 
 from __future__ import annotations

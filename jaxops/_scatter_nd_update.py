@@ -1,5 +1,10 @@
 """ScatterNDUpdate-3 (OpenVINO opset3; ONNX ScatterND with reduction "none").
 
+Semantics, decisions and errata: docs/semantics.md#scatter-nd-update (last
+tuple wins: #duplicates; k = 0: #snu-1; the (1,) form of a 0-d update:
+#snu-2; out-of-range modes: #scatter-modes). Design and the measurements
+behind the thresholds below: docs/design.md#duplicate-resolution.
+
 Forward design
 --------------
 The update itself is one `lax.scatter` (what `.at[...].set` lowers to) over the
@@ -15,7 +20,7 @@ kept honest:
   (out-of-range) index `-1 - position`, which the scatter drops. The remaining
   in-range indices are unique, and so are the dropped ones.
 
-Finding the winners costs O(n) work plus one of three strategies, chosen
+Finding the winners costs O(n) work plus one of these strategies, chosen
 statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
 slots, `target` the row-major linear slot of a tuple):
 
@@ -30,9 +35,8 @@ slots, `target` the row-major linear slot of a tuple):
 * rank table otherwise: sort the targets alone, binary-search each target's
   first occurrence in the sorted array (a group id < n), then the winner table
   above over group ids instead of slots: O(n log n), independent of slots.
-  (A stable two-operand sort of (target, position) gives the same and was
-  measured 2-6x slower on CPU.) When even the linear target overflows (no x64,
-  slots >= 2**31) a k-key stable sort of the coordinates is used.
+  When even the linear target overflows (no x64, slots >= 2**31) a k-key
+  stable sort of the coordinates is used.
 
 The two sort-based searches first test whether any in-range target repeats
 and `lax.cond` to "every in-range tuple wins" when none does, so unique
@@ -52,29 +56,9 @@ indices (the common case) skip the search at run time:
 
 Under `vmap` with batched indices the predicate is batched and `lax.cond`
 becomes a select that runs both branches: still exact, no longer cheaper.
-For the rank table's duplicate branch, `searchsorted(method="scan")` (a while
-loop of log2 n gathers) was measured against "scan_unrolled", "sort" (two
-multi-operand sorts of n and 2n), and a two-operand (target, position) sort
-with segment maxima; "compare_all" is O(n**2). Scan was fastest (CPU, 262144
-tuples, 16.7M slots, medians: sort alone 11 ms; sort + scan + table 26 ms,
-scan_unrolled 43, two-operand sort 74, method "sort" 214).
 
-Measured on CPU (medians, 2 heavily shared cores, 262144 tuples): the table
-takes under 2 ms at up to 4 slots per tuple, about 10 ms at 16 and 60-130 ms
-at 64 (16.7M slots: memory bound), the packed sort 11-35 ms, the rank table
-25-50 ms, the two-operand stable sort 60-170 ms. The bitmap test takes about
-2 ms at 2 words per tuple, 6 ms at 8 and 49 ms at 32 (a sort: 11 ms).
-Donated forward on data [4096, 4096] f32 with 262144 element updates (64
-slots per tuple; medians of 30 interleaved runs, load average ~1.4), without /
-with x64 (rank table / packed sort):
-
-| indices | bitmap test | sort test | no test (before) | unique_indices=True |
-|---|---|---|---|---|
-| unique | 10.3 / 9.4 ms | 20.1 / 20.1 ms | 32.1 / 19.7 ms | 3.7 / 3.9 ms |
-| 10% duplicated | 33.3 / 20.8 ms | 31.3 / 20.5 ms | 32.0 / 19.4 ms | -- |
-
-Derivative design
------------------
+Derivative design (docs/design.md#derivatives)
+-----------------------------------------------
 The operator is a `jax.custom_jvp` whose tangent rule applies the same scatter
 (same redirected, unique indices) to the tangents of data and updates: a linear
 map. Forward mode evaluates it; reverse mode transposes it, which (for a
@@ -104,13 +88,12 @@ from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
 
-# Slots per tuple up to which the winner table beats the sorts (the CPU
-# measurements in the module docstring).
+# Slots per tuple up to which the winner table beats the sorts (measured on
+# CPU: docs/design.md#thresholds).
 _TABLE_SLOTS_PER_TUPLE = 16
 _TABLE_MIN_SLOTS = 1 << 16
 # Bitmap words (32 slots each) per tuple up to which the bitmap repeat test
-# beats the sort it saves (about 2 ms at 2 words per tuple, 6 ms at 8, 49 ms at
-# 32, vs 11 ms for the sort, 262144 tuples on CPU).
+# beats the sort it saves (measured on CPU: docs/design.md#thresholds).
 _BITMAP_WORDS_PER_TUPLE = 8
 _BITMAP_MIN_WORDS = 1 << 16
 
