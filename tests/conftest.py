@@ -50,6 +50,23 @@ def pytest_generate_tests(metafunc):
   metafunc.parametrize("jax_mode", modes, indirect=True)
 
 
+def pytest_collection_modifyitems(config, items):
+  # A jax_modes mark on one `pytest.param` narrows that case only; marks on
+  # the test function were applied when it was parametrized.
+  kept, dropped = [], []
+  for item in items:
+    marker = item.get_closest_marker("jax_modes")
+    mode = getattr(item, "callspec", None) and item.callspec.params.get(
+        "jax_mode")
+    if marker is not None and mode and mode not in marker.args:
+      dropped.append(item)
+    else:
+      kept.append(item)
+  if dropped:
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def jax_mode(request):
   """The x64 mode of this test run: "x32", "x64", or None (not switched)."""

@@ -19,9 +19,12 @@ import time
 
 import pytest
 
-import subprocess_support
+# Each check runs in a subprocess with its own JAX configuration: run once.
+pytestmark = pytest.mark.jax_modes(None)
 
-EXAMPLES = subprocess_support.REPO_ROOT / "examples"
+from tests.support import processes
+
+EXAMPLES = processes.REPO_ROOT / "examples"
 TIMEOUT_S = 240
 
 # Example -> command-line arguments (small settings where the script has them).
@@ -34,7 +37,7 @@ RUNS = {
 
 
 def _execute(name: str) -> dict[str, object]:
-  env = subprocess_support.subprocess_env()
+  env = processes.subprocess_env()
   env.pop("XLA_FLAGS", None)
   start = time.perf_counter()
   try:
@@ -52,13 +55,13 @@ def _execute(name: str) -> dict[str, object]:
 @pytest.fixture(scope="session")
 def example_output(tmp_path_factory, worker_id):
   """name -> {returncode, stdout, stderr, seconds}, each example run once."""
-  shared = subprocess_support.shared_dir(tmp_path_factory, worker_id,
+  shared = processes.shared_dir(tmp_path_factory, worker_id,
                                          "examples")
   cache: dict[str, dict[str, object]] = {}
 
   def get(name: str) -> dict[str, object]:
     if name not in cache:
-      path = subprocess_support.produce_once(
+      path = processes.produce_once(
           shared, f"example_{name}.json",
           lambda partial: partial.write_text(json.dumps(_execute(name))),
           TIMEOUT_S)

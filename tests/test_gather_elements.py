@@ -5,7 +5,7 @@ checkify, eager IndexError), vmap, jit, derivatives and compile time on a
 long axis.
 
 Expected values come from the spec text or from
-`gather_support.np_gather_elements`, a loop over output positions.
+`gs.np_gather_elements`, a loop over output positions.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from jax.experimental import checkify
 from jax.test_util import check_grads
 
+from tests.support.asserts import assert_same
 import jaxops
 from jaxops import shapes
-from tests import gather_support as gs
+from tests.support import gather as gs
 
 # ---------------------------------------------------------------------------
 # Examples of the ONNX GatherElements-11/13 specification. The -13 text is
@@ -59,10 +60,10 @@ def test_spec_example(name, index_dtype):
     expected = printed
   out = jaxops.gather_elements(data, indices, axis)
   assert out.shape == indices.shape
-  gs.assert_same(out, expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
+  assert_same(out, expected, name)
+  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
       data, indices, axis), expected, name)
-  gs.assert_same(gs.np_gather_elements(data, indices, axis), expected, name)
+  assert_same(gs.np_gather_elements(data, indices, axis), expected, name)
   assert shapes.gather_elements(data.shape, indices.shape, axis) == \
       indices.shape
 
@@ -71,7 +72,7 @@ def test_onnx_negative_indices_example():
   # The negative-indices example of the ONNX operator docs.
   data = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], np.float32)
   indices = np.array([[-1, -2, 0], [-2, 0, 0]], np.int32)
-  gs.assert_same(jaxops.gather_elements(data, indices, axis=0),
+  assert_same(jaxops.gather_elements(data, indices, axis=0),
                  np.array([[7, 5, 3], [4, 2, 3]], np.float32))
 
 
@@ -185,12 +186,12 @@ def test_every_axis_with_negative_indices(axis):
   indices = gs.random_indices(rng, data.shape[axis], tuple(indices_shape))
   assert (indices < 0).any() and (indices >= 0).any()
   expected = gs.np_gather_elements(data, indices, axis)
-  gs.assert_same(jaxops.gather_elements(data, indices, axis), expected)
+  assert_same(jaxops.gather_elements(data, indices, axis), expected)
   # A negative axis is the same as its positive counterpart.
-  gs.assert_same(jaxops.gather_elements(data, indices, axis % 3), expected)
+  assert_same(jaxops.gather_elements(data, indices, axis % 3), expected)
   # Negative indices are the same as their positive counterparts.
   positive = np.where(indices < 0, indices + data.shape[axis], indices)
-  gs.assert_same(jaxops.gather_elements(data, positive, axis), expected)
+  assert_same(jaxops.gather_elements(data, positive, axis), expected)
 
 
 def test_smaller_indices_dim_is_not_broadcast():
@@ -199,10 +200,10 @@ def test_smaller_indices_dim_is_not_broadcast():
   # and covers data's column 0 only.
   indices = np.array([[2], [0], [1], [2]], np.int32)
   out = jaxops.gather_elements(data, indices, axis=0)
-  gs.assert_same(out, np.array([[7], [1], [4], [7]], np.int32))
+  assert_same(out, np.array([[7], [1], [4], [7]], np.int32))
   # Along axis 1, an indices dim 0 of 1 reads row 0 only.
   out = jaxops.gather_elements(data, np.array([[2, 0, 1, 1, -1]]), axis=1)
-  gs.assert_same(out, np.array([[3, 1, 2, 2, 3]], np.int32))
+  assert_same(out, np.array([[3, 1, 2, 2, 3]], np.int32))
 
 
 SMALLER_INDICES = {
@@ -223,12 +224,12 @@ def test_smaller_indices_dims(name):
   expected = gs.np_gather_elements(data, indices, axis)
   assert shapes.gather_elements(data_shape, indices_shape, axis) == \
       indices_shape
-  gs.assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
+  assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
+  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
       data, indices, axis), expected, name)
   grad = jax.grad(lambda d: jaxops.gather_elements(d, indices, axis).sum())(
       data.astype(np.float64))
-  gs.assert_same(grad, gs.read_counts(gs.np_gather_elements, data_shape,
+  assert_same(grad, gs.read_counts(gs.np_gather_elements, data_shape,
                                       indices, axis), name)
 
 
@@ -243,8 +244,8 @@ def test_data_dtypes(dtype):
   indices = gs.random_indices(rng, 4, (2, 5))
   expected = gs.np_gather_elements(data, indices, 1)
   name = gs.dtype_id(dtype)
-  gs.assert_same(jaxops.gather_elements(data, indices, 1), expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
+  assert_same(jaxops.gather_elements(data, indices, 1), expected, name)
+  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
       jnp.asarray(data), indices, 1), expected, name)
 
 
@@ -260,8 +261,8 @@ def test_index_dtypes(index_dtype):
                      [-1 if signed else 1, 2, 0]])
   indices = values.astype(index_dtype)
   expected = gs.np_gather_elements(data, indices, 1)
-  gs.assert_same(jaxops.gather_elements(data, indices, 1), expected)
-  gs.assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
+  assert_same(jaxops.gather_elements(data, indices, 1), expected)
+  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
       data, jnp.asarray(indices), 1), expected)
 
 
@@ -285,12 +286,12 @@ def test_zero_size(name):
   expected = np.zeros(indices_shape, np.float64)
   assert shapes.gather_elements(data_shape, indices_shape, axis) == \
       indices_shape
-  gs.assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
+  assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
+  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
       data, indices, axis), expected, name)
   grad = jax.grad(
       lambda d: jaxops.gather_elements(d, indices, axis).sum())(data)
-  gs.assert_same(grad, np.zeros(data_shape), name)
+  assert_same(grad, np.zeros(data_shape), name)
 
 
 def test_zero_size_axis_with_indices():
@@ -301,7 +302,7 @@ def test_zero_size_axis_with_indices():
                      r"=0 is out of range for a dim of size 0"):
     jaxops.gather_elements(data, indices, 1)
   out = jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, 1)
-  gs.assert_same(out, np.full((2, 3), np.nan, np.float32))
+  assert_same(out, np.full((2, 3), np.nan, np.float32))
 
 
 # ---------------------------------------------------------------------------
@@ -336,24 +337,24 @@ def _oob_indices(name):
   return np.array([[2, value], [0, 1]], dtype=dtype)
 
 
-@pytest.mark.parametrize("name", OOB_VALUES)
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES))
 def test_out_of_range_fill_never_reads_data(name):
   indices = _oob_indices(name)
-  gs.assert_same(_oob_fn()(OOB_DATA, indices),
+  assert_same(_oob_fn()(OOB_DATA, indices),
                  np.array([[3, np.nan], [4, 5]], np.float32), name)
-  gs.assert_same(_oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
+  assert_same(_oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
                  np.array([[3, -7], [4, 5]], np.float32), name)
   with pytest.raises(IndexError, match=r"^GatherElements-13: indices\[0, 1\]"
                      r"=-?\d+ is out of range for a dim of size 3"):
     jaxops.gather_elements(OOB_DATA, indices, 1)
 
 
-@pytest.mark.parametrize("name", ["past_end", "int64_2pow32_plus_1",
-                                  "uint64_2pow63_plus_2", "int64_min"])
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES, ["past_end", "int64_2pow32_plus_1",
+                                  "uint64_2pow63_plus_2", "int64_min"]))
 def test_out_of_range_clip(name):
   value, _ = OOB_VALUES[name]
   clipped = OOB_DATA[0, 2 if value > 0 else 0]
-  gs.assert_same(_oob_fn("clip")(OOB_DATA, _oob_indices(name)),
+  assert_same(_oob_fn("clip")(OOB_DATA, _oob_indices(name)),
                  np.array([[3, clipped], [4, 5]], np.float32), name)
 
 
@@ -362,7 +363,7 @@ def test_out_of_range_clip(name):
     (np.bool_, True), (jnp.bfloat16, np.nan)])
 def test_default_fill_values(dtype, fill):
   out = _oob_fn()(np.zeros((2, 3), dtype), np.array([[0, 9], [0, 0]]))
-  gs.assert_same(out, np.array([[0, fill], [0, 0]], dtype))
+  assert_same(out, np.array([[0, fill], [0, 0]], dtype))
 
 
 def test_eager_index_error_message():
@@ -376,8 +377,8 @@ def test_eager_index_error_message():
 
 
 @pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize("name", ["past_end", "below_minus_size",
-                                  "int64_2pow32_plus_1", "uint32_max"])
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES, [
+    "past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"]))
 def test_checkify_reports_out_of_range(mode, name):
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
   err, _ = checked(OOB_DATA, _oob_indices(name))
@@ -388,7 +389,7 @@ def test_checkify_reports_out_of_range(mode, name):
   valid[0, 1] = 1
   err, out = checked(OOB_DATA, valid)
   assert err.get() is None
-  gs.assert_same(out, np.array([[3, 2], [4, 5]], np.float32))
+  assert_same(out, np.array([[3, 2], [4, 5]], np.float32))
 
 
 # ---------------------------------------------------------------------------
@@ -420,9 +421,9 @@ def test_vmap_equals_loop(name):
           indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
           axis) for j in range(n)
   ], axis=out_axes)
-  gs.assert_same(jax.vmap(fn, in_axes, out_axes)(data, indices), expected,
+  assert_same(jax.vmap(fn, in_axes, out_axes)(data, indices), expected,
                  name)
-  gs.assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
+  assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
                  expected, name)
 
 
@@ -436,6 +437,7 @@ GRAD_CONFIGS = {
 }
 
 
+@pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
   data_shape, indices_shape, axis = GRAD_CONFIGS[name]
@@ -451,7 +453,7 @@ def test_grad_ignores_out_of_range():
   indices = np.array([[0, 0, 5], [-1, 2, -9]])
   loss = jax.jit(lambda d, i: jaxops.gather_elements(
       d, i, 1, fill_value=100.0).sum())
-  gs.assert_same(jax.grad(loss)(data, indices),
+  assert_same(jax.grad(loss)(data, indices),
                  np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]]))
 
 
@@ -485,7 +487,7 @@ def test_axis_8192_compiles_in_about_a_second():
   rng = np.random.default_rng(9)
   data = rng.standard_normal((4, 8192)).astype(np.float32)
   indices = rng.integers(-8192, 8192, size=(4, 8192)).astype(np.int32)
-  gs.assert_same(compiled(data, indices),
+  assert_same(compiled(data, indices),
                  np.take_along_axis(data, indices % 8192, axis=1))
 
 
@@ -503,5 +505,5 @@ def test_property_matches_numpy(seed, dtype, index_dtype):
       seed, dtypes=(dtype,), index_dtypes=(index_dtype,),
       negative=np.issubdtype(index_dtype, np.signedinteger))
   expected = gs.np_gather_elements(case.data, case.indices, case.axis)
-  gs.assert_same(jaxops.gather_elements(case.data, case.indices, case.axis),
+  assert_same(jaxops.gather_elements(case.data, case.indices, case.axis),
                  expected, case.describe())

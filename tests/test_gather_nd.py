@@ -2,7 +2,7 @@
 and tuple length, dtypes, zero-size inputs, out-of-range indices (modes,
 checkify, eager IndexError), vmap, jit and derivatives.
 
-Expected values come from the spec text or from `gather_support.np_gather_nd`,
+Expected values come from the spec text or from `gs.np_gather_nd`,
 a loop over output positions that shares no code with the implementation.
 """
 
@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from jax.experimental import checkify
 from jax.test_util import check_grads
 
+from tests.support.asserts import assert_same
 import jaxops
 from jaxops import shapes
-from tests import gather_support as gs
+from tests.support import gather as gs
 
 # ---------------------------------------------------------------------------
 # The seven examples of the OpenVINO GatherND-8 specification, verbatim.
@@ -57,12 +58,12 @@ def test_spec_example(name, index_dtype):
   indices = np.asarray(indices, index_dtype)
   expected = np.asarray(expected, np.int32)
   out = jaxops.gather_nd(data, indices, batch_dims)
-  gs.assert_same(out, expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
+  assert_same(out, expected, name)
+  assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
       data, indices, batch_dims), expected, name)
   assert shapes.gather_nd(data.shape, indices.shape, batch_dims) == \
       expected.shape
-  gs.assert_same(gs.np_gather_nd(data, indices, batch_dims), expected, name)
+  assert_same(gs.np_gather_nd(data, indices, batch_dims), expected, name)
 
 
 # The three IR <layer> examples: (data shape, indices shape, batch_dims, out).
@@ -228,7 +229,7 @@ def test_every_batch_dims_and_tuple_length(r, q, b, k):
   expected = gs.np_gather_nd(data, indices, b)
   context = f"data {data_shape} indices {indices.shape} batch_dims={b}"
   # Eager only: jit runs the same lax.gather (covered by the other tests).
-  gs.assert_same(jaxops.gather_nd(data, indices, b), expected, context)
+  assert_same(jaxops.gather_nd(data, indices, b), expected, context)
   assert shapes.gather_nd(data_shape, indices.shape, b) == expected.shape
 
 
@@ -236,9 +237,9 @@ def test_negative_indices_count_from_the_end():
   data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
   negative = np.array([[-1, -3], [-2, -1]])
   positive = np.array([[1, 0], [0, 2]])
-  gs.assert_same(jaxops.gather_nd(data, negative),
+  assert_same(jaxops.gather_nd(data, negative),
                  np.asarray(jaxops.gather_nd(data, positive)))
-  gs.assert_same(jaxops.gather_nd(data, negative), data[[1, 0], [0, 2]])
+  assert_same(jaxops.gather_nd(data, negative), data[[1, 0], [0, 2]])
 
 
 # ---------------------------------------------------------------------------
@@ -252,11 +253,11 @@ def test_data_dtypes(dtype):
   indices = gs.random_indices(rng, (3, 4), (5,))
   expected = gs.np_gather_nd(data, indices)
   name = gs.dtype_id(dtype)
-  gs.assert_same(jaxops.gather_nd(data, indices), expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices),
+  assert_same(jaxops.gather_nd(data, indices), expected, name)
+  assert_same(jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices),
                  expected, name)
   batched = gs.random_indices(rng, (4,), (3, 2))
-  gs.assert_same(jaxops.gather_nd(data, batched, 1),
+  assert_same(jaxops.gather_nd(data, batched, 1),
                  gs.np_gather_nd(data, batched, 1), name)
 
 
@@ -273,8 +274,8 @@ def test_index_dtypes(index_dtype):
                      [max(-300, int(info.min)), 0]])
   indices = values.astype(index_dtype)
   expected = gs.np_gather_nd(data, indices)
-  gs.assert_same(jaxops.gather_nd(data, indices), expected)
-  gs.assert_same(jax.jit(jaxops.gather_nd)(data, jnp.asarray(indices)),
+  assert_same(jaxops.gather_nd(data, indices), expected)
+  assert_same(jax.jit(jaxops.gather_nd)(data, jnp.asarray(indices)),
                  expected)
 
 
@@ -301,12 +302,12 @@ def test_zero_size(name):
   expected = gs.np_gather_nd(data, indices, batch_dims)
   assert expected.shape == out_shape
   assert shapes.gather_nd(data_shape, indices_shape, batch_dims) == out_shape
-  gs.assert_same(jaxops.gather_nd(data, indices, batch_dims), expected, name)
-  gs.assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
+  assert_same(jaxops.gather_nd(data, indices, batch_dims), expected, name)
+  assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
       data, indices, batch_dims), expected, name)
   grad = jax.grad(lambda d: jaxops.gather_nd(d, indices, batch_dims).sum())(
       data)
-  gs.assert_same(grad, gs.read_counts(gs.np_gather_nd, data_shape, indices,
+  assert_same(grad, gs.read_counts(gs.np_gather_nd, data_shape, indices,
                                       batch_dims), name)
 
 
@@ -318,7 +319,7 @@ def test_zero_size_indexed_dim_with_tuples():
                      r"out of range for a dim of size 0"):
     jaxops.gather_nd(data, indices)
   out = jax.jit(jaxops.gather_nd)(data, indices)
-  gs.assert_same(out, np.full((2, 3), np.nan, np.float32))
+  assert_same(out, np.full((2, 3), np.nan, np.float32))
 
 
 # ---------------------------------------------------------------------------
@@ -353,28 +354,29 @@ OOB_TUPLES = {
 }
 
 
-@pytest.mark.parametrize("name", OOB_TUPLES)
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_TUPLES))
 def test_out_of_range_fill_never_reads_data(name):
   values, dtype = OOB_TUPLES[name]
   # The last tuple reads element (1, 2), as negative indices where possible.
   last = [-1, -1] if np.issubdtype(dtype, np.signedinteger) else [1, 2]
   indices = np.array([[1, 1], values, last], dtype=dtype)
   out = _oob_fn()(OOB_DATA, indices)
-  gs.assert_same(out, np.array([5, np.nan, 6], np.float32), name)
+  assert_same(out, np.array([5, np.nan, 6], np.float32), name)
   out = _oob_fn(fill_value=-7.0)(OOB_DATA, indices)
-  gs.assert_same(out, np.array([5, -7, 6], np.float32), name)
+  assert_same(out, np.array([5, -7, 6], np.float32), name)
   with pytest.raises(IndexError, match=r"^GatherND-8: indices\[1, \d\]="):
     jaxops.gather_nd(OOB_DATA, indices)
 
 
-@pytest.mark.parametrize("name", ["int64_2pow32_plus_1", "uint64_2pow63_plus_1",
-                                  "past_end_dim1", "uint32_max"])
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_TUPLES, [
+    "int64_2pow32_plus_1", "uint64_2pow63_plus_1", "past_end_dim1",
+    "uint32_max"]))
 def test_out_of_range_clip(name):
   values, dtype = OOB_TUPLES[name]
   indices = np.array([values], dtype=dtype)
   clipped = tuple(min(max(v, 0), s - 1) for v, s in zip(values, (2, 3)))
   expected = OOB_DATA[clipped][None]
-  gs.assert_same(_oob_fn("clip")(OOB_DATA, indices), expected, name)
+  assert_same(_oob_fn("clip")(OOB_DATA, indices), expected, name)
 
 
 @pytest.mark.parametrize("dtype,fill", [
@@ -383,7 +385,7 @@ def test_out_of_range_clip(name):
 def test_default_fill_values(dtype, fill):
   data = np.zeros((2, 3), dtype)
   out = _oob_fn()(data, np.array([[5, 0]]))
-  gs.assert_same(out, np.array([fill], dtype))
+  assert_same(out, np.array([fill], dtype))
 
 
 def test_eager_index_error_message():
@@ -400,8 +402,9 @@ def test_eager_index_error_message():
 
 
 @pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize("name", ["past_end_dim0", "below_minus_size",
-                                  "int64_2pow32_plus_1", "uint64_2pow63_plus_1"])
+@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_TUPLES, [
+    "past_end_dim0", "below_minus_size", "int64_2pow32_plus_1",
+    "uint64_2pow63_plus_1"]))
 def test_checkify_reports_out_of_range(mode, name):
   values, dtype = OOB_TUPLES[name]
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
@@ -413,7 +416,7 @@ def test_checkify_reports_out_of_range(mode, name):
                      if np.issubdtype(dtype, np.signedinteger) else
                      np.array([[1, 1], [1, 0]], dtype=dtype))
   assert err.get() is None
-  gs.assert_same(out, np.array([5, 4], np.float32))
+  assert_same(out, np.array([5, 4], np.float32))
 
 
 # ---------------------------------------------------------------------------
@@ -460,8 +463,8 @@ def test_vmap_equals_loop(name):
           indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
           b) for j in range(n)
   ]
-  gs.assert_same(out, np.stack(loop, axis=out_axes), name)
-  gs.assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
+  assert_same(out, np.stack(loop, axis=out_axes), name)
+  assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
                  np.stack(loop, axis=out_axes), name)
 
 
@@ -476,6 +479,7 @@ GRAD_CONFIGS = {
 }
 
 
+@pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
   data_shape, indices_shape, b = GRAD_CONFIGS[name]
@@ -497,10 +501,10 @@ def test_grad_counts_duplicates_and_ignores_out_of_range():
     return jaxops.gather_nd(d, i, fill_value=100.0).sum()
 
   grad = jax.grad(loss)(data, indices)
-  gs.assert_same(grad, np.array([[2.0, 2.0], [0.0, 0.0], [2.0, 2.0]]))
+  assert_same(grad, np.array([[2.0, 2.0], [0.0, 0.0], [2.0, 2.0]]))
   _, tangent = jax.jvp(lambda d: jax.jit(jaxops.gather_nd)(d, indices),
                        (data,), (np.ones_like(data),))
-  gs.assert_same(tangent, np.array([[1.0, 1.0]] * 3 + [[0.0, 0.0]]
+  assert_same(tangent, np.array([[1.0, 1.0]] * 3 + [[0.0, 0.0]]
                                    + [[1.0, 1.0]]))
 
 
@@ -518,5 +522,5 @@ def test_property_matches_numpy(seed, dtype, index_dtype):
       seed, dtypes=(dtype,), index_dtypes=(index_dtype,),
       negative=np.issubdtype(index_dtype, np.signedinteger))
   expected = gs.np_gather_nd(case.data, case.indices, case.batch_dims)
-  gs.assert_same(jaxops.gather_nd(case.data, case.indices, case.batch_dims),
+  assert_same(jaxops.gather_nd(case.data, case.indices, case.batch_dims),
                  expected, case.describe())

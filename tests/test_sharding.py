@@ -18,8 +18,11 @@ import sys
 
 import pytest
 
+# Each check runs in a subprocess with its own JAX configuration: run once.
+pytestmark = pytest.mark.jax_modes(None)
+
 import sharding_checks
-import subprocess_support
+from tests.support import processes
 
 SCRIPT = pathlib.Path(sharding_checks.__file__)
 TIMEOUT_S = 300
@@ -28,7 +31,7 @@ ERROR = "error"   # report key of a script that did not finish
 
 def _run_checks(report_path: pathlib.Path) -> None:
   """Runs the script; writes its report, or an `error` entry, to report_path."""
-  env = subprocess_support.subprocess_env(JAX_PLATFORMS="cpu")
+  env = processes.subprocess_env(JAX_PLATFORMS="cpu")
   try:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", str(report_path)], env=env,
@@ -51,9 +54,9 @@ def _load(report_path: pathlib.Path) -> dict[str, dict[str, object]]:
 
 @pytest.fixture(scope="session")
 def report(tmp_path_factory, worker_id):
-  shared = subprocess_support.shared_dir(tmp_path_factory, worker_id,
+  shared = processes.shared_dir(tmp_path_factory, worker_id,
                                          "sharding")
-  return _load(subprocess_support.produce_once(
+  return _load(processes.produce_once(
       shared, "sharding_report.json", _run_checks, TIMEOUT_S))
 
 

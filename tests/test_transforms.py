@@ -32,7 +32,8 @@ class Case:
 
 
 def _floats(rng, shape):
-  return rng.standard_normal(shape)  # float64: the suite runs with x64 on
+  # NumPy float64: float32 once JAX canonicalizes it in the x32 runs.
+  return rng.standard_normal(shape)
 
 
 def _indices(rng, sizes, lead_shape):
@@ -166,6 +167,7 @@ def test_vmap_each_arg_alone_matches_loop(case):
     np.testing.assert_array_equal(out, np.stack(expected), err_msg=f"arg {argnum}")
 
 
+@pytest.mark.jax_modes("x64")  # finite differences need float64
 def test_check_grads_fwd_and_rev_order2(case):
   args = case.args()
   diff = case.diff_argnums
@@ -211,7 +213,8 @@ def test_grad_over_all_args_gives_float0_for_indices(case):
                    allow_int=True)(*args)
   for i, (arg, g) in enumerate(zip(args, grads)):
     if i in case.diff_argnums:
-      assert g.dtype == arg.dtype and g.shape == arg.shape
+      assert g.dtype == jax.dtypes.canonicalize_dtype(arg.dtype)
+      assert g.shape == arg.shape
     else:
       assert g.dtype == jax.dtypes.float0, f"arg {i} got {g.dtype}"
 
@@ -222,7 +225,8 @@ def test_vmap_of_grad_matches_loop(case):
   out = jax.jit(jax.vmap(grad))(*stacked)
   for j, args in enumerate(per_seed):
     for got, want in zip(out, grad(*args)):
-      np.testing.assert_allclose(got[j], want, rtol=1e-12, atol=1e-12)
+      tol = 1e-12 if got.dtype == np.float64 else 1e-5  # fused differently
+      np.testing.assert_allclose(got[j], want, rtol=tol, atol=tol)
 
 
 def test_jvp_is_op_of_tangent(case):

@@ -2,7 +2,7 @@
 plugin (`opset6.gather_elements`), onnxruntime (`GatherElements` at opsets 11
 and 13) and the ONNX package's own GatherElements node cases.
 
-Random cases are seeded (see `gather_support.random_gather_elements_case`:
+Random cases are seeded (see `gs.random_gather_elements_case`:
 random rank, axis (negative half the time), negative indices, int32/int64
 indices, a dozen data dtypes, and indices dims smaller than data's in non-axis
 dims); they run in chunks (jaxops runs each chunk as one jitted program,
@@ -23,9 +23,10 @@ import jax
 import numpy as np
 import pytest
 
+from tests.support.asserts import assert_same
 import jaxops
-from tests import gather_support as gs
-from tests.conformance import oracles
+from tests.support import gather as gs
+from tests.support import oracles
 
 ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
                  np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
@@ -66,7 +67,7 @@ def test_random_cases_match_runtimes(chunk):
     expected = oracles.onnxruntime(
         "GatherElements", [case.data, case.indices], {"axis": case.axis},
         opset=opset)
-    gs.assert_same(out, expected, f"onnxruntime opset {opset} "
+    assert_same(out, expected, f"onnxruntime opset {opset} "
                    + case.describe())
   ov_cases = [j for j, case in enumerate(cases) if _equal_non_axis_dims(case)]
   assert len(ov_cases) >= CHUNK // 4, len(ov_cases)
@@ -74,7 +75,7 @@ def test_random_cases_match_runtimes(chunk):
       [_openvino_gather_elements(cases[j].axis) for j in ov_cases],
       [(cases[j].data, cases[j].indices) for j in ov_cases])
   for j, expected in zip(ov_cases, ov_outputs):
-    gs.assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
+    assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 
 
 NODE_CASES = oracles.onnx_node_cases("GatherElements")
@@ -88,4 +89,4 @@ def test_node_cases_found():
 def test_onnx_node_case(case):
   name, (data, indices), expected, attrs = case
   out = jaxops.gather_elements(data, indices, attrs.get("axis", 0))
-  gs.assert_same(out, expected, name)
+  assert_same(out, expected, name)

@@ -2,7 +2,7 @@
 (`opset8.gather_nd`), onnxruntime (`GatherND` with `batch_dims`) and the ONNX
 package's own GatherND node cases.
 
-Random cases are seeded (see `gather_support.random_gather_nd_case`: random
+Random cases are seeded (see `gs.random_gather_nd_case`: random
 ranks, batch_dims, tuple lengths, negative indices, int32/int64 indices and
 a dozen data dtypes); they run in chunks so that the per-item overhead stays
 small (jaxops runs each chunk as one jitted program, OpenVINO as one model),
@@ -23,9 +23,10 @@ import jax
 import numpy as np
 import pytest
 
+from tests.support.asserts import assert_same
 import jaxops
-from tests import gather_support as gs
-from tests.conformance import oracles
+from tests.support import gather as gs
+from tests.support import oracles
 
 ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
                  np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
@@ -62,7 +63,7 @@ def test_random_cases_match_runtimes(chunk):
     expected = oracles.onnxruntime(
         "GatherND", [case.data, case.indices.astype(np.int64)],
         {"batch_dims": case.batch_dims})
-    gs.assert_same(out, expected, "onnxruntime " + case.describe())
+    assert_same(out, expected, "onnxruntime " + case.describe())
   # The CPU plugin returns garbage for empty index tuples (k == 0).
   ov_cases = [j for j, case in enumerate(cases) if case.indices.shape[-1] > 0]
   assert len(ov_cases) >= CHUNK * 3 // 4, len(ov_cases)
@@ -70,7 +71,7 @@ def test_random_cases_match_runtimes(chunk):
       [_openvino_gather_nd(cases[j].batch_dims) for j in ov_cases],
       [(cases[j].data, cases[j].indices) for j in ov_cases])
   for j, expected in zip(ov_cases, ov_outputs):
-    gs.assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
+    assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 
 
 NODE_CASES = oracles.onnx_node_cases("GatherND")
@@ -84,4 +85,4 @@ def test_node_cases_found():
 def test_onnx_node_case(case):
   name, (data, indices), expected, attrs = case
   out = jaxops.gather_nd(data, indices, attrs.get("batch_dims", 0))
-  gs.assert_same(out, expected, name)
+  assert_same(out, expected, name)

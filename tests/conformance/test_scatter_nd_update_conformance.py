@@ -24,8 +24,9 @@ import numpy as np
 import openvino.opset4 as ov4
 import pytest
 
+from tests.support.asserts import assert_same
 import jaxops
-from tests.conformance import oracles
+from tests.support import oracles
 
 
 def _scatter_node(data, indices, updates):
@@ -92,19 +93,14 @@ def _ids(signatures):
           for d, l, k, t, it in signatures]
 
 
-def _assert_same(got, want):
-  got = np.asarray(got)
-  assert got.dtype == want.dtype and got.shape == want.shape
-  np.testing.assert_array_equal(got, want)
-
 
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
 @pytest.mark.parametrize("signature", SIGNATURES, ids=_ids(SIGNATURES))
 def test_openvino_cpu_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
   want = oracles.openvino_cpu(_scatter_node, [data, indices, updates])
-  _assert_same(_jitted(False)(data, indices, updates), want)
-  _assert_same(_jitted(True)(data, indices, updates), want)
+  assert_same(_jitted(False)(data, indices, updates), want)
+  assert_same(_jitted(True)(data, indices, updates), want)
 
 
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
@@ -114,7 +110,7 @@ def test_onnxruntime_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
   indices = indices.astype(np.int64)  # ONNX ScatterND takes int64 only
   want = oracles.onnxruntime("ScatterND", [data, indices, updates])
-  _assert_same(_jitted(False)(data, indices, updates), want)
+  assert_same(_jitted(False)(data, indices, updates), want)
 
 
 DUPLICATE_SIGNATURES = [((5,), (12,), 1, np.float32, np.int64),
@@ -128,8 +124,8 @@ DUPLICATE_SIGNATURES = [((5,), (12,), 1, np.float32, np.int64),
 def test_duplicates_last_wins_like_cpu_runtimes(signature, seed):
   data, indices, updates = _case(signature, seed, unique=False)
   got = _jitted(False)(data, indices, updates)
-  _assert_same(got, oracles.openvino_cpu(_scatter_node, [data, indices, updates]))
-  _assert_same(got, oracles.onnxruntime("ScatterND", [data, indices, updates]))
+  assert_same(got, oracles.openvino_cpu(_scatter_node, [data, indices, updates]))
+  assert_same(got, oracles.onnxruntime("ScatterND", [data, indices, updates]))
 
 
 @pytest.mark.parametrize("signature", K0_SIGNATURES, ids=_ids(K0_SIGNATURES))
@@ -140,10 +136,10 @@ def test_openvino_cpu_k0_erratum(signature):
   test fails -- and the erratum needs revisiting -- if the plugin changes."""
   data, indices, updates = _case(signature, 0)
   got = jaxops.scatter_nd_update(data, indices, updates)
-  _assert_same(got, oracles.openvino_reference(
+  assert_same(got, oracles.openvino_reference(
       _scatter_node, [data, indices, updates], data.shape, data.dtype))
-  _assert_same(got, updates.reshape((-1,) + data.shape)[-1])
-  _assert_same(oracles.openvino_cpu(_scatter_node, [data, indices, updates]),
+  assert_same(got, updates.reshape((-1,) + data.shape)[-1])
+  assert_same(oracles.openvino_cpu(_scatter_node, [data, indices, updates]),
                data)
 
 
@@ -155,7 +151,7 @@ def test_one_element_updates_for_0d_matches_reference_evaluator():
   updates = np.array([42], np.float32)
   want = oracles.openvino_reference(_scatter_node, [data, indices, updates],
                                     data.shape, data.dtype)
-  _assert_same(jaxops.scatter_nd_update(data, indices, updates), want)
+  assert_same(jaxops.scatter_nd_update(data, indices, updates), want)
   with pytest.raises(Exception, match="expectUpdateShape"):
     oracles.openvino_cpu(_scatter_node, [data, indices, updates])
   with pytest.raises(Exception, match="updates tensor should have shape"):
@@ -172,4 +168,4 @@ def _onnx_cases():
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])
 def test_onnx_node_cases(case):
   _, inputs, expected, _ = case
-  _assert_same(jaxops.scatter_nd_update(*inputs), expected)
+  assert_same(jaxops.scatter_nd_update(*inputs), expected)

@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 
 import jaxops
-from tests.conformance import oracles
-from tests.strided_slice_cases import MASK_NAMES, SPEC_EXAMPLES, Spec, random_spec
+from tests.support import oracles
+from tests.support.strided_slice import MASK_NAMES, SPEC_EXAMPLES, Spec, random_spec
 
 N_RANDOM = 300
 DTYPES = (np.float32, np.float32, np.int32, np.uint8)

@@ -9,10 +9,13 @@ with the `lax.gather` formulation under test.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 # Every dtype JAX supports for data (x64 is on in the suite).
 DATA_DTYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
@@ -179,16 +182,13 @@ def random_gather_elements_case(seed: int, dtypes=(np.float32,),
   return GatherElementsCase(seed, data, indices, axis)
 
 
-def assert_same(actual: Any, expected: np.ndarray, context: str = "") -> None:
-  """Exact equality of values, shape and dtype (NaNs compare equal)."""
-  actual = np.asarray(actual)
-  expected = np.asarray(expected)
-  assert actual.shape == expected.shape, (
-      f"{context}: shape {actual.shape} != {expected.shape}")
-  assert actual.dtype == expected.dtype, (
-      f"{context}: dtype {actual.dtype} != {expected.dtype}")
-  if actual.dtype == jnp.bfloat16:
-    # NumPy's NaN-aware comparison does not know bfloat16; float32 holds every
-    # bfloat16 value exactly.
-    actual, expected = actual.astype(np.float32), expected.astype(np.float32)
-  np.testing.assert_array_equal(actual, expected, err_msg=context)
+def wide_only_in_x64(cases: dict[str, tuple[Any, Any]],
+                     names: Sequence[str] | None = None) -> list[Any]:
+  """Pytest params for out-of-range index `cases` ({name: (values, dtype)}),
+  the 64-bit ones marked to run with x64 on only: with x64 off, JAX itself
+  narrows a NumPy int64 array to int32 (wrapping its values) at a jit
+  boundary, before jaxops sees it.
+  """
+  return [pytest.param(name, marks=pytest.mark.jax_modes("x64"))
+          if np.dtype(cases[name][1]).itemsize == 8 else name
+          for name in (cases if names is None else names)]

@@ -1,0 +1,35 @@
+"""The one exactness assertion of the suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def assert_same(actual: Any, expected: Any, context: str = "") -> None:
+  """Exact equality of shape, dtype and values, signed zeros included (NaNs
+  compare equal whatever their payload).
+
+  `expected` is a NumPy result; its dtype is taken as JAX canonicalizes it in
+  the running x64 mode (float64 -> float32 in x32), as jaxops' inputs were.
+  """
+  actual = np.asarray(actual)
+  expected = np.asarray(expected)
+  expected = expected.astype(jax.dtypes.canonicalize_dtype(expected.dtype))
+  assert actual.shape == expected.shape, (
+      f"{context}: shape {actual.shape} != {expected.shape}")
+  assert actual.dtype == expected.dtype, (
+      f"{context}: dtype {actual.dtype} != {expected.dtype}")
+  if actual.dtype == jnp.bfloat16:
+    # NumPy's NaN-aware comparison does not know bfloat16; float32 holds every
+    # bfloat16 value exactly.
+    actual, expected = actual.astype(np.float32), expected.astype(np.float32)
+  np.testing.assert_array_equal(actual, expected, err_msg=context)
+  if np.issubdtype(actual.dtype, np.floating):
+    numbers = ~np.isnan(actual)
+    np.testing.assert_array_equal(
+        np.signbit(actual[numbers]), np.signbit(expected[numbers]),
+        err_msg=f"{context}: signed zeros differ")
