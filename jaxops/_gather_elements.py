@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common
+from jaxops import _common, _export
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "GatherElements-13"
@@ -137,6 +137,8 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
   Implements ONNX GatherElements-11 and -13 (the two differ only in the
   dtypes they list).
   """
+  if _export.active():
+    return _export.gather_elements(data, indices, axis, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   gather_elements_shape(data.shape, indices.shape, axis)

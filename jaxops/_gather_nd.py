@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common
+from jaxops import _common, _export
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "GatherND-8"
@@ -166,6 +166,8 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
 
   Implements OpenVINO GatherND-8.
   """
+  if _export.active():
+    return _export.gather_nd(data, indices, batch_dims, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   b = _common.static_int(batch_dims, OP, "batch_dims")

@@ -83,7 +83,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common
+from jaxops import _checks, _common, _export
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
@@ -478,6 +478,9 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
 
   Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
   """
+  if _export.active():
+    return _export.scatter_nd_update(data, indices, updates, mode,
+                                     unique_indices)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)

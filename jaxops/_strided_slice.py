@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _common
+from jaxops import _common, _export
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "StridedSlice-1"
@@ -345,6 +345,10 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
 
   Implements OpenVINO StridedSlice-1.
   """
+  if _export.active():
+    return _export.strided_slice(data, begin, end, strides, begin_mask,
+                                 end_mask, new_axis_mask, shrink_axis_mask,
+                                 ellipsis_mask)
   data = jnp.asarray(data)
   plan = _plan(data.shape, begin, end, strides, begin_mask, end_mask,
                new_axis_mask, shrink_axis_mask, ellipsis_mask)

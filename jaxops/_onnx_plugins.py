@@ -1,0 +1,200 @@
+"""ONNX lowerings of the export primitives, as jax2onnx plugins.
+
+The only module that uses jax2onnx's plugin API (`register_primitive`,
+`PrimitiveLeafPlugin` and the lowering context it passes); `jaxops.onnx`
+imports it. Each primitive of `jaxops._export` becomes one ONNX node of its
+own kind (docs/export.md):
+
+| primitive | nodes |
+|---|---|
+| `jaxops_gather_nd` | GatherND(batch_dims), after a Cast of the indices to int64 |
+| `jaxops_gather_elements` | GatherElements(axis) |
+| `jaxops_scatter_nd_update` | ScatterND (reduction none), after a Cast to int64 |
+| `jaxops_strided_slice` | Slice (negative steps for reversed dims), then at most one Squeeze, Unsqueeze or Reshape |
+
+Casts: onnxruntime's GatherND and ScatterND take int64 indices only;
+GatherElements takes int32 and int64 as they are, other widths are cast. With
+`mode="clip"` the indices are clamped into `[-s, s-1]` first (Max and Min, or
+Min alone for unsigned indices), which the runtimes' own negative-index wrap
+then maps exactly as jaxops' clip does; the other modes leave out-of-range
+indices to the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+from jax2onnx.plugins.plugin_system import (PrimitiveLeafPlugin,
+                                            register_primitive)
+
+from jaxops import _export
+
+_INT64 = ir.DataType.INT64
+
+
+def _dims(shape: Sequence[Any]) -> ir.Shape:
+  return ir.Shape([int(d) if isinstance(d, (int, np.integer)) else str(d)
+                   for d in shape])
+
+
+def _input(ctx: Any, var: Any, hint: str) -> ir.Value:
+  return ctx.get_value_for_var(var, name_hint=ctx.fresh_name(hint))
+
+
+def _const(ctx: Any, values: Any, hint: str, dtype: Any = np.int64
+           ) -> ir.Value:
+  return ctx.builder.add_initializer_from_array(
+      ctx.fresh_name(hint), np.asarray(values, dtype=dtype))
+
+
+def _node(ctx: Any, op_type: str, inputs: Sequence[ir.Value], *,
+          dtype: ir.DataType, shape: Sequence[Any], **attributes: Any
+          ) -> ir.Value:
+  out = getattr(ctx.builder, op_type)(
+      *inputs, **attributes, _outputs=[ctx.fresh_name(op_type)])
+  out.type = ir.TensorType(dtype)
+  out.shape = _dims(shape)
+  return out
+
+
+def _indices(ctx: Any, var: Any, sizes: Any, *, clip: bool,
+             keep: Sequence[Any] = ()) -> ir.Value:
+  """The index input of a node: clamped for mode="clip", cast to int64 unless
+  its dtype is in `keep`.
+
+  `sizes` is the size of every indexed dim (broadcast along the last axis of
+  the indices) or one size for all. Clamping into `[-s, s-1]` keeps an
+  in-range negative index as it is (the node wraps it) and turns one below
+  `-s` into `-s`, which wraps to 0, as jaxops' clip does.
+  """
+  value = _input(ctx, var, "indices")
+  dtype = np.dtype(var.aval.dtype)
+  shape = var.aval.shape
+  sizes = np.asarray(sizes, np.int64)
+  unsigned = np.issubdtype(dtype, np.unsignedinteger)
+  if clip and unsigned:
+    # Never negative; clamp before a cast could wrap a huge value negative.
+    value = _node(ctx, "Min", [value, _const(ctx, sizes - 1, "upper", dtype)],
+                  dtype=value.dtype, shape=shape)
+  if dtype not in [np.dtype(t) for t in keep]:
+    value = _node(ctx, "Cast", [value], dtype=_INT64, shape=shape,
+                  to=int(_INT64.value))
+    dtype = np.dtype(np.int64)
+  if clip and not unsigned:
+    value = _node(ctx, "Max", [value, _const(ctx, -sizes, "lower", dtype)],
+                  dtype=value.dtype, shape=shape)
+    value = _node(ctx, "Min", [value, _const(ctx, sizes - 1, "upper", dtype)],
+                  dtype=value.dtype, shape=shape)
+  return value
+
+
+def _bind(ctx: Any, var: Any, value: ir.Value) -> None:
+  ctx.bind_value_for_var(var, value)
+
+
+@register_primitive(jaxpr_primitive=_export.gather_nd_p.name)
+class GatherNDPlugin(PrimitiveLeafPlugin):
+  """`jaxops.gather_nd` -> GatherND(batch_dims)."""
+
+  def lower(self, ctx: Any, eqn: Any) -> None:
+    data_var, indices_var = eqn.invars
+    (out_var,) = eqn.outvars
+    b = eqn.params["batch_dims"]
+    k = indices_var.aval.shape[-1]
+    data = _input(ctx, data_var, "data")
+    indices = _indices(ctx, indices_var, data_var.aval.shape[b:b + k],
+                       clip=eqn.params["mode"] == "clip")
+    _bind(ctx, out_var, _node(ctx, "GatherND", [data, indices],
+                              dtype=data.dtype, shape=out_var.aval.shape,
+                              batch_dims=b))
+
+
+@register_primitive(jaxpr_primitive=_export.gather_elements_p.name)
+class GatherElementsPlugin(PrimitiveLeafPlugin):
+  """`jaxops.gather_elements` -> GatherElements(axis)."""
+
+  def lower(self, ctx: Any, eqn: Any) -> None:
+    data_var, indices_var = eqn.invars
+    (out_var,) = eqn.outvars
+    axis = eqn.params["axis"]
+    data = _input(ctx, data_var, "data")
+    indices = _indices(ctx, indices_var, data_var.aval.shape[axis],
+                       clip=eqn.params["mode"] == "clip",
+                       keep=(np.int32, np.int64))
+    _bind(ctx, out_var, _node(ctx, "GatherElements", [data, indices],
+                              dtype=data.dtype, shape=out_var.aval.shape,
+                              axis=axis))
+
+
+@register_primitive(jaxpr_primitive=_export.scatter_nd_update_p.name)
+class ScatterNDPlugin(PrimitiveLeafPlugin):
+  """`jaxops.scatter_nd_update` -> ScatterND (reduction none)."""
+
+  def lower(self, ctx: Any, eqn: Any) -> None:
+    data_var, indices_var, updates_var = eqn.invars
+    (out_var,) = eqn.outvars
+    k = indices_var.aval.shape[-1]
+    data = _input(ctx, data_var, "data")
+    indices = _indices(ctx, indices_var, data_var.aval.shape[:k],
+                       clip=eqn.params["mode"] == "clip")
+    updates = _input(ctx, updates_var, "updates")
+    _bind(ctx, out_var, _node(ctx, "ScatterND", [data, indices, updates],
+                              dtype=data.dtype, shape=out_var.aval.shape))
+
+
+def _removed_ones(longer: Sequence[Any], shorter: Sequence[Any]
+                  ) -> list[int] | None:
+  """Positions of `longer` whose removal leaves `shorter`, if they are all
+  dims of size 1; None otherwise."""
+  removed, j = [], 0
+  for i, dim in enumerate(longer):
+    if j < len(shorter) and dim == shorter[j]:
+      j += 1
+    elif dim == 1:
+      removed.append(i)
+    else:
+      return None
+  return removed if j == len(shorter) else None
+
+
+@register_primitive(jaxpr_primitive=_export.strided_slice_p.name)
+class StridedSlicePlugin(PrimitiveLeafPlugin):
+  """`jaxops.strided_slice` -> Slice, then Squeeze, Unsqueeze or Reshape."""
+
+  def lower(self, ctx: Any, eqn: Any) -> None:
+    (data_var,) = eqn.invars
+    (out_var,) = eqn.outvars
+    params = dict(eqn.params)
+    lead = params.pop("batch_ndim")
+    shape = tuple(data_var.aval.shape)
+    slices, sliced, _ = _export.slice_plan(shape[lead:], params)
+    shape = shape[:lead] + sliced
+    value = _input(ctx, data_var, "data")
+    dtype = value.dtype
+    if slices:
+      axes, starts, ends, steps = zip(*slices)
+      value = _node(
+          ctx, "Slice",
+          [value, _const(ctx, starts, "starts"), _const(ctx, ends, "ends"),
+           _const(ctx, [lead + a for a in axes], "axes"),
+           _const(ctx, steps, "steps")], dtype=dtype, shape=shape)
+    out_shape = tuple(out_var.aval.shape)
+    if shape != out_shape:
+      squeezed = _removed_ones(shape, out_shape)
+      unsqueezed = _removed_ones(out_shape, shape)
+      if squeezed is not None:
+        value = _node(ctx, "Squeeze", [value, _const(ctx, squeezed, "axes")],
+                      dtype=dtype, shape=out_shape)
+      elif unsqueezed is not None:
+        value = _node(ctx, "Unsqueeze",
+                      [value, _const(ctx, unsqueezed, "axes")], dtype=dtype,
+                      shape=out_shape)
+      else:
+        # allowzero: a 0 in the shape is a dim of size 0, not "copy".
+        zero = {"allowzero": 1} if 0 in out_shape else {}
+        value = _node(ctx, "Reshape", [value, _const(ctx, out_shape, "shape")],
+                      dtype=dtype, shape=out_shape, **zero)
+    _bind(ctx, out_var, value)
