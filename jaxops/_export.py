@@ -8,9 +8,7 @@ tracing the operator abstractly, so every error is the operator's own),
 canonicalizes the static attributes and binds one primitive per operator:
 
 * `gather_nd_p(data, indices; batch_dims, mode, fill_value)`;
-* `gather_elements_p(data, indices; axis, mode, fill_value)`, with indices
-  dims equal to data's outside `axis` (a smaller indices dim is a slice of
-  data first: OpenVINO requires equal dims);
+* `gather_elements_p(data, indices; axis, mode, fill_value)`;
 * `scatter_nd_update_p(data, indices, updates; mode, unique_indices)`, with
   updates exactly `indices.shape[:-1] + data.shape[k:]` (the `(1,)` form of a
   0-d update is reshaped first: both runtimes reject it);
@@ -289,11 +287,6 @@ def gather_elements(data: Any, indices: Any, axis: Any, mode: Any,
   if data.shape[a] == 0 and indices.size:
     return _normal(ops.gather_elements, data, indices, a, mode=mode,
                    fill_value=fill_value)
-  limits = tuple(data.shape[d] if d == a else indices.shape[d]
-                 for d in range(data.ndim))
-  if limits != data.shape:
-    # The leading part of data that smaller indices dims cover.
-    data = lax.slice(data, (0,) * data.ndim, limits)
   return gather_elements_p.bind(
       data, indices, axis=a, mode=mode,
       fill_value=_common.static_fill_value(fill_value, "GatherElements-13"))

@@ -8,7 +8,7 @@ own kind (docs/export.md):
 | primitive | nodes |
 |---|---|
 | `jaxops_gather_nd` | GatherND(batch_dims), after a Cast of the indices to int64 |
-| `jaxops_gather_elements` | GatherElements(axis) |
+| `jaxops_gather_elements` | GatherElements(axis); a Slice of data first where indices dims are smaller outside the axis |
 | `jaxops_scatter_nd_update` | ScatterND (reduction none), after a Cast to int64 |
 | `jaxops_strided_slice` | Slice (negative steps for reversed dims), then at most one Squeeze, Unsqueeze or Reshape |
 
@@ -124,6 +124,21 @@ class GatherElementsPlugin(PrimitiveLeafPlugin):
     indices = _indices(ctx, indices_var, data_var.aval.shape[axis],
                        clip=eqn.params["mode"] == "clip",
                        keep=(np.int32, np.int64))
+    data_shape = tuple(data_var.aval.shape)
+    cut = [(d, size, n) for d, (size, n) in enumerate(
+        zip(data_shape, indices_var.aval.shape)) if d != axis and n < size]
+    if cut:
+      # The leading part of data that smaller indices dims cover (OpenVINO
+      # requires equal dims). Each start is written as -size, not 0: OpenVINO
+      # drops a Slice from 0 in front of GatherElements as if it only cut the
+      # gather axis, then rejects the shapes.
+      axes, sizes, ends = zip(*cut)
+      shape = tuple(dict(zip(axes, ends)).get(d, size)
+                    for d, size in enumerate(data_shape))
+      data = _node(ctx, "Slice",
+                   [data, _const(ctx, [-size for size in sizes], "starts"),
+                    _const(ctx, ends, "ends"), _const(ctx, axes, "axes")],
+                   dtype=data.dtype, shape=shape)
     _bind(ctx, out_var, _node(ctx, "GatherElements", [data, indices],
                               dtype=data.dtype, shape=out_var.aval.shape,
                               axis=axis))

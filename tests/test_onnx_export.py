@@ -1,0 +1,314 @@
+"""`jaxops.onnx.to_onnx`: node census, round trips through both runtimes.
+
+* Census: each operator call exports as exactly one node of its own kind
+  (plus index casts; StridedSlice: one Slice plus at most one
+  Squeeze/Unsqueeze/Reshape), checked as exact op_type counts of the model.
+* Round trips, bit-exact: jaxops -> ONNX -> onnxruntime's CPU provider, and
+  -> OpenVINO (`openvino.convert_model` of the ONNX model, compiled on CPU),
+  over the conformance case generators of all four operators (GatherND and
+  GatherElements random cases, the ScatterNDUpdate signatures with unique and
+  duplicate tuples, the StridedSlice spec examples and random specs). The
+  cases of one chunk are one exported function with one call per case, so a
+  chunk costs one export, one session and one compile; its runtime outputs
+  are cached and shared by the x32 and x64 runs, which differ only in how
+  jaxops computes the expected values (`to_onnx` traces with 64-bit types off
+  unless asked, so the model's inputs are 32-bit either way and jaxops runs
+  on those same inputs).
+* vmap of each operator, a model with several calls and ordinary layers,
+  `mode="clip"`, 64-bit export, and the error when the extra is missing.
+
+Runtime errata do not apply to the exported graphs: OpenVINO gets Slice
+instead of its StridedSlice (no ellipsis crashes), no GatherND or ScatterND
+with empty index tuples (they export as the normal computation), and 32-bit
+values (its CPU plugin computes int64 as int32 and float64 as float32).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import importlib
+import math
+import pathlib
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxops
+from tests.conformance import test_scatter_nd_update_conformance as scatter
+from tests.support import gather as gs
+from tests.support import processes
+from tests.support import strided_slice as ss
+from tests.support.asserts import assert_same
+
+requires_extra = pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="the 'onnx' extra cannot be installed here: jax2onnx needs "
+    "Python >= 3.11")
+
+ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
+                 np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+                 np.bool_)
+CHUNK = 40
+_OV_CONFIG = {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"}
+
+
+# Exporting and running -------------------------------------------------------
+
+
+def _onnx():
+  import jaxops.onnx
+  return jaxops.onnx
+
+
+def census(model) -> dict[str, int]:
+  return dict(collections.Counter(node.op_type for node in model.graph.node))
+
+
+@dataclasses.dataclass
+class Exported:
+  """A model, the inputs it takes, and what both runtimes return for them."""
+  model: Any
+  inputs: list[np.ndarray]  # the example leaves, as the model's input dtypes
+
+  def input_dtypes(self) -> list[np.dtype]:
+    from onnx import helper
+    return [helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+            for v in self.model.graph.input]
+
+  @functools.cached_property
+  def onnxruntime(self) -> list[np.ndarray]:
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(self.model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [v.name for v in session.get_inputs()]
+    return session.run(None, dict(zip(names, self.inputs)))
+
+  @functools.cached_property
+  def openvino(self) -> list[np.ndarray]:
+    compiled = openvino_compile(self.model)
+    # By name: OpenVINO drops inputs nothing reads.
+    feeds = dict(zip((v.name for v in self.model.graph.input), self.inputs))
+    results = compiled([next(feeds[name] for name in port.get_names()
+                             if name in feeds) for port in compiled.inputs])
+    return [np.asarray(results[compiled.output(j)])
+            for j in range(len(compiled.outputs))]
+
+
+def openvino_compile(model, convert=None):
+  """The ONNX model through OpenVINO's ONNX frontend, compiled on CPU.
+
+  `convert` defaults to `Core.read_model`, which runs the same frontend as
+  `openvino.convert_model` without its telemetry (a forked process per call);
+  `test_openvino_convert_model_is_read_model` checks they agree.
+  """
+  import openvino as ov
+  core = ov.Core()
+  with tempfile.TemporaryDirectory() as folder:
+    path = pathlib.Path(folder) / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    ov_model = (convert or core.read_model)(str(path))
+  return core.compile_model(ov_model, "CPU", _OV_CONFIG)
+
+
+def export(fn, *example_args, **options) -> Exported:
+  """Exports `fn` and casts the example leaves to the model's input dtypes."""
+  model = _onnx().to_onnx(fn, *example_args, **options)
+  exported = Exported(model, [])
+  leaves = jax.tree.leaves(example_args)
+  # Only inputs the model kept: an unused argument may be pruned.
+  names = [v.name for v in model.graph.input]
+  assert all(name.startswith("in_") for name in names), names
+  exported.inputs = [
+      np.asarray(leaves[int(name[3:])]).astype(dtype)
+      for name, dtype in zip(names, exported.input_dtypes())]
+  return exported
+
+
+def model_inputs(exported: Exported, example_args) -> Any:
+  """`example_args` with every leaf cast to the dtype the model gives it."""
+  leaves, tree = jax.tree.flatten(example_args)
+  dtypes = dict(zip((int(v.name[3:]) for v in exported.model.graph.input),
+                    exported.input_dtypes()))
+  return jax.tree.unflatten(tree, [
+      np.asarray(leaf).astype(dtypes.get(j, np.asarray(leaf).dtype))
+      for j, leaf in enumerate(leaves)])
+
+
+def check_round_trip(exported: Exported, expected, context) -> None:
+  """Both runtimes' outputs equal `expected` (one array per output) exactly."""
+  expected = [np.asarray(e) for e in expected]
+  for name in ("onnxruntime", "openvino"):
+    outputs = getattr(exported, name)
+    assert len(outputs) == len(expected), name
+    for j, (got, want) in enumerate(zip(outputs, expected)):
+      assert_same(got, want, f"{name}: {context(j)}")
+
+
+# Round trips over the conformance cases --------------------------------------
+
+
+def _chunks(n_cases: int) -> list[range]:
+  return [range(start, min(start + CHUNK, n_cases))
+          for start in range(0, n_cases, CHUNK)]
+
+
+def _gather_nd_cases(seeds):
+  # Empty tuples (k == 0) in one seed in 8, as in the conformance tests.
+  return [gs.random_gather_nd_case(seed, dtypes=ORACLE_DTYPES,
+                                   min_k=0 if seed % 8 == 0 else 1)
+          for seed in seeds]
+
+
+def _gather_elements_cases(seeds):
+  return [gs.random_gather_elements_case(seed, dtypes=ORACLE_DTYPES)
+          for seed in seeds]
+
+
+def _gather_nd_fn(cases):
+  return lambda arrays: [jaxops.gather_nd(data, indices, case.batch_dims)
+                         for (data, indices), case in zip(arrays, cases)]
+
+
+def _gather_elements_fn(cases):
+  return lambda arrays: [jaxops.gather_elements(data, indices, case.axis)
+                         for (data, indices), case in zip(arrays, cases)]
+
+
+GATHER_ND_SEEDS = range(160)
+GATHER_ELEMENTS_SEEDS = range(160)
+
+
+@functools.cache
+def _exported_gathers(op: str, seeds: range):
+  cases, fn = {
+      "gather_nd": (_gather_nd_cases, _gather_nd_fn),
+      "gather_elements": (_gather_elements_cases, _gather_elements_fn),
+  }[op]
+  cases = cases(seeds)
+  fn = fn(cases)
+  args = [(case.data, case.indices) for case in cases]
+  exported = export(fn, args)
+  exported.onnxruntime, exported.openvino  # run both now, once
+  return cases, fn, args, exported
+
+
+@requires_extra
+@pytest.mark.parametrize("seeds", _chunks(len(GATHER_ND_SEEDS)),
+                         ids=lambda r: f"seeds_{r.start}_{r.stop - 1}")
+@pytest.mark.parametrize("op", ["gather_nd", "gather_elements"])
+def test_gather_round_trips(op, seeds):
+  cases, fn, args, exported = _exported_gathers(op, seeds)
+  expected = jax.jit(fn)(model_inputs(exported, args))
+  check_round_trip(exported, expected, lambda j: cases[j].describe())
+
+
+@requires_extra
+@pytest.mark.parametrize("op", ["gather_nd", "gather_elements"])
+def test_gather_round_trips_one_node_per_call(op):
+  cases, _, _, exported = _exported_gathers(op, _chunks(160)[0])
+  node = {"gather_nd": "GatherND", "gather_elements": "GatherElements"}[op]
+  counts = census(exported.model)
+  if op == "gather_nd":
+    empty = sum(case.indices.shape[-1] == 0 for case in cases)
+    assert counts.get(node) == len(cases) - empty, counts
+  else:
+    smaller = sum(case.indices.shape[d] < case.data.shape[d]
+                  for case in cases for d in range(case.data.ndim)
+                  if d != case.axis % case.data.ndim)
+    assert counts.get(node) == len(cases), counts
+    assert 0 < counts.get("Slice", 0) <= smaller, counts
+
+
+def _scatter_cases():
+  """(signature, seed, unique) for every exported ScatterNDUpdate case."""
+  cases = [(sig, seed, True) for sig in scatter.SIGNATURES
+           for seed in range(10)]
+  cases += [(sig, seed, True) for sig in scatter.K0_SIGNATURES
+            for seed in range(5)]
+  cases += [(sig, seed, False) for sig in scatter.DUPLICATE_SIGNATURES
+            for seed in range(5)]
+  return cases
+
+
+SCATTER_CASES = _scatter_cases()
+
+
+@functools.cache
+def _exported_scatters(chunk: range):
+  cases = [SCATTER_CASES[j] for j in chunk]
+  args = [scatter._case(sig, seed, unique=unique)
+          for sig, seed, unique in cases]
+
+  def fn(arrays):
+    return [jaxops.scatter_nd_update(data, indices, updates)
+            for data, indices, updates in arrays]
+
+  exported = export(fn, args)
+  exported.onnxruntime, exported.openvino
+  return cases, fn, args, exported
+
+
+@requires_extra
+@pytest.mark.parametrize("chunk", _chunks(len(SCATTER_CASES)),
+                         ids=lambda r: f"cases_{r.start}_{r.stop - 1}")
+def test_scatter_nd_update_round_trips(chunk):
+  cases, fn, args, exported = _exported_scatters(chunk)
+  expected = jax.jit(fn)(model_inputs(exported, args))
+  check_round_trip(exported, expected, lambda j: (
+      f"{scatter._ids([cases[j][0]])[0]} seed {cases[j][1]} "
+      f"unique={cases[j][2]}"))
+
+
+def _strided_slice_cases() -> list[tuple[str, ss.Spec]]:
+  cases = [(example.name, example.spec) for example in ss.SPEC_EXAMPLES
+           if example.numpy_index is not None]
+  cases += [(f"random_{seed}", ss.random_spec(np.random.default_rng(seed)))
+            for seed in range(200)]
+  return cases
+
+
+STRIDED_SLICE_CASES = _strided_slice_cases()
+_SLICE_DTYPES = (np.float32, np.int32, np.uint8, np.float16, np.bool_)
+
+
+def _slice_data(j: int, spec: ss.Spec) -> np.ndarray:
+  values = np.arange(1, math.prod(spec.data_shape) + 1)
+  dtype = _SLICE_DTYPES[j % len(_SLICE_DTYPES)]
+  if dtype == np.bool_:
+    values = values % 3 == 0
+  return values.astype(dtype).reshape(spec.data_shape)
+
+
+@functools.cache
+def _exported_slices(chunk: range):
+  cases = [STRIDED_SLICE_CASES[j] for j in chunk]
+  args = [_slice_data(j, STRIDED_SLICE_CASES[j][1]) for j in chunk]
+
+  def fn(arrays):
+    return [jaxops.strided_slice(x, spec.begin, spec.end, **spec.kwargs())
+            for x, (_, spec) in zip(arrays, cases)]
+
+  exported = export(fn, args)
+  exported.onnxruntime, exported.openvino
+  return cases, fn, args, exported
+
+
+@requires_extra
+@pytest.mark.parametrize("chunk", _chunks(len(STRIDED_SLICE_CASES)),
+                         ids=lambda r: f"cases_{r.start}_{r.stop - 1}")
+def test_strided_slice_round_trips(chunk):
+  cases, fn, args, exported = _exported_slices(chunk)
+  expected = jax.jit(fn)(model_inputs(exported, args))
+  check_round_trip(exported, expected,
+                   lambda j: f"{cases[j][0]}: {cases[j][1]}")
