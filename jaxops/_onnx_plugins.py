@@ -112,6 +112,35 @@ class GatherNDPlugin(PrimitiveLeafPlugin):
                               batch_dims=b))
 
 
+def _keep_slice_in_front(ctx: Any, value: ir.Value) -> None:
+  """Rewrites the zero starts of a Slice producing `value` as -size.
+
+  OpenVINO's transformations drop a Slice whose start is 0 in front of
+  GatherElements, as if it only cut the gather axis (then reject the shapes,
+  or wrap negative indices around the uncut dim). The same Slice with start
+  -size -- the same elements, in ONNX and in OpenVINO -- is kept.
+  """
+  node = value.producer()
+  if node is None or node.op_type != "Slice":
+    return
+  inputs = list(node.inputs)
+  starts = inputs[1].const_value if inputs[1] is not None else None
+  axes = inputs[3] if len(inputs) > 3 else None
+  axes = (axes.const_value if axes is not None else
+          ir.tensor(np.arange(len(starts.numpy()))) if starts is not None
+          else None)
+  shape = inputs[0].shape
+  if starts is None or axes is None or shape is None:
+    return
+  new_starts = starts.numpy().astype(np.int64)
+  for j, axis in enumerate(axes.numpy().tolist()):
+    size = shape[axis % len(shape)]
+    if new_starts[j] == 0 and isinstance(size, int) and size > 0:
+      new_starts[j] = -size
+  if not np.array_equal(new_starts, starts.numpy()):
+    node.replace_input_with(1, _const(ctx, new_starts, "starts"))
+
+
 @register_primitive(jaxpr_primitive=_export.gather_elements_p.name)
 class GatherElementsPlugin(PrimitiveLeafPlugin):
   """`jaxops.gather_elements` -> GatherElements(axis)."""
@@ -121,6 +150,7 @@ class GatherElementsPlugin(PrimitiveLeafPlugin):
     (out_var,) = eqn.outvars
     axis = eqn.params["axis"]
     data = _input(ctx, data_var, "data")
+    _keep_slice_in_front(ctx, data)
     indices = _indices(ctx, indices_var, data_var.aval.shape[axis],
                        clip=eqn.params["mode"] == "clip",
                        keep=(np.int32, np.int64))
@@ -129,9 +159,7 @@ class GatherElementsPlugin(PrimitiveLeafPlugin):
         zip(data_shape, indices_var.aval.shape)) if d != axis and n < size]
     if cut:
       # The leading part of data that smaller indices dims cover (OpenVINO
-      # requires equal dims). Each start is written as -size, not 0: OpenVINO
-      # drops a Slice from 0 in front of GatherElements as if it only cut the
-      # gather axis, then rejects the shapes.
+      # requires equal dims), from -size for the reason above.
       axes, sizes, ends = zip(*cut)
       shape = tuple(dict(zip(axes, ends)).get(d, size)
                     for d, size in enumerate(data_shape))

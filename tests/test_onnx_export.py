@@ -345,3 +345,119 @@ def test_strided_slice_round_trips(chunk):
     assert counts.get("Slice", 0) <= 1 and reshapes <= 1, (name, counts)
     assert sum(counts.values()) == counts.get("Slice", 0) + reshapes, (
         name, counts)
+
+
+# Census and round trips of specific calls ------------------------------------
+
+
+def _data(shape, dtype=np.float32) -> np.ndarray:
+  return np.arange(1, math.prod(shape) + 1).astype(dtype).reshape(shape)
+
+
+def _round_trip(fn, *args, **options) -> Exported:
+  """Exports `fn`, checks both runtimes against jaxops, returns the model."""
+  exported = export(fn, *args, **options)
+  expected = jax.jit(fn)(*model_inputs(exported, args))
+  check_round_trip(exported, jax.tree.leaves(expected), lambda j: f"out {j}")
+  return exported
+
+
+def _attributes(model, op_type: str) -> list[dict[str, Any]]:
+  from onnx import helper
+  return [{a.name: helper.get_attribute_value(a) for a in node.attribute}
+          for node in model.graph.node if node.op_type == op_type]
+
+
+_INDEX_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                 np.uint32, np.uint64]
+
+
+@requires_extra
+@pytest.mark.parametrize("index_dtype", _INDEX_DTYPES, ids=gs.dtype_id)
+def test_index_dtypes_cast_only_where_the_node_needs_it(index_dtype):
+  """GatherND and ScatterND take int64 only (onnxruntime); GatherElements
+  takes int32 and int64 as they are. 64-bit indices are int32 in a model
+  traced with 64-bit types off."""
+  signed = np.issubdtype(index_dtype, np.signedinteger)
+  x = _data((5, 4, 3))
+  nd_indices = np.array([[4, 0], [-5, 3] if signed else [0, 3], [2, 1]],
+                        index_dtype)
+  element_indices = np.array([[[1, 0, 1]], [[-1, -2, 0] if signed else
+                                             [1, 0, 0]]], index_dtype)
+  updates = np.full((3, 3), -1, np.float32)
+
+  def fn(x, nd_indices, element_indices, updates):
+    return (jaxops.gather_nd(x, nd_indices),
+            jaxops.gather_elements(x[:2, :1], element_indices, axis=0),
+            jaxops.scatter_nd_update(x, nd_indices, updates))
+
+  exported = _round_trip(fn, x, nd_indices, element_indices, updates)
+  kept = np.dtype(index_dtype) in (np.dtype(np.int32), np.dtype(np.int64))
+  counts = output_census(exported.model)
+  assert counts[0] == {"Cast": 1, "GatherND": 1}
+  assert counts[1] == {"Slice": 1, "GatherElements": 1} | (
+      {} if kept else {"Cast": 1})
+  assert counts[2] == {"Cast": 1, "ScatterND": 1}
+
+
+@requires_extra
+@pytest.mark.jax_modes("x64")  # the expected float64 values need x64
+def test_64_bit_export_keeps_int64_indices_uncast():
+  x = _data((4, 3), np.float64)
+  indices = np.array([[3], [-4], [1]], np.int64)
+  updates = _data((3, 3), np.float64)
+  exported = _round_trip(
+      lambda x, i, u: (jaxops.gather_nd(x, i),
+                       jaxops.scatter_nd_update(x, i, u)),
+      x, indices, updates, enable_double_precision=True)
+  assert exported.input_dtypes() == [np.float64, np.int64, np.float64]
+  assert census(exported.model) == {"GatherND": 1, "ScatterND": 1}
+
+
+@requires_extra
+def test_clip_mode_exports_the_clamp():
+  """mode="clip": Max and Min clamp the indices into [-s, s-1] (Min alone
+  for unsigned indices), so the runtimes' negative wrap gives jaxops'
+  clip exactly; out-of-range indices included."""
+  x = _data((4, 3, 2))
+  nd_indices = np.array([[9, -2], [-9, 7], [1, -3], [4, 3]], np.int32)
+  unsigned = np.array([[9, 0], [255, 2], [1, 1]], np.uint8)
+  element_indices = np.array([[[-7, 5]], [[3, -1]]], np.int32)
+  updates = _data((4, 2))
+
+  def fn(x, nd_indices, unsigned, element_indices, updates):
+    return (jaxops.gather_nd(x, nd_indices, mode="clip"),
+            jaxops.gather_nd(x, unsigned, mode="clip"),
+            jaxops.gather_elements(x[:2, :1], element_indices, axis=2,
+                                   mode="clip"),
+            jaxops.scatter_nd_update(x, nd_indices, updates, mode="clip"))
+
+  exported = _round_trip(fn, x, nd_indices, unsigned, element_indices,
+                         updates)
+  counts = output_census(exported.model)
+  assert counts[0] == {"Cast": 1, "Max": 1, "Min": 1, "GatherND": 1}
+  assert counts[1] == {"Min": 1, "Cast": 1, "GatherND": 1}
+  assert counts[2] == {"Slice": 1, "Max": 1, "Min": 1, "GatherElements": 1}
+  assert counts[3] == {"Cast": 1, "Max": 1, "Min": 1, "ScatterND": 1}
+
+
+@requires_extra
+def test_out_of_range_indices_are_the_runtimes_business():
+  """Default modes: no fill or drop in the graph. onnxruntime rejects the
+  index at run time; OpenVINO does for GatherElements and ScatterND (its
+  GatherND reads outside data, so it is not run here). docs/export.md."""
+  x = _data((4, 3))
+  exported = export(
+      lambda x, i, j, k, u: (jaxops.gather_nd(x, i),
+                             jaxops.gather_elements(x, j, axis=0),
+                             jaxops.scatter_nd_update(x, k, u)),
+      x, np.array([[4]], np.int32), np.array([[0, -5, 1]], np.int32),
+      np.array([[1], [4]], np.int32), _data((2, 3)))
+  with pytest.raises(Exception, match="invalid ind"):
+    exported.onnxruntime
+  for fn in (lambda x, j: jaxops.gather_elements(x, j, axis=0),
+             lambda x, k, u: jaxops.scatter_nd_update(x, k, u)):
+    args = ((x, np.array([[0, -5, 1]], np.int32)) if fn.__code__.co_argcount
+            == 2 else (x, np.array([[1], [4]], np.int32), _data((2, 3))))
+    with pytest.raises(Exception, match="index|ind"):
+      export(fn, *args).openvino
