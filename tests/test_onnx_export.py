@@ -461,3 +461,98 @@ def test_out_of_range_indices_are_the_runtimes_business():
             == 2 else (x, np.array([[1], [4]], np.int32), _data((2, 3))))
     with pytest.raises(Exception, match="index|ind"):
       export(fn, *args).openvino
+
+
+def _gnd(batch_dims=0):
+  return lambda data, indices: jaxops.gather_nd(data, indices, batch_dims)
+
+
+def _ge(axis):
+  return lambda data, indices: jaxops.gather_elements(data, indices, axis)
+
+
+def _snu(data, indices, updates):
+  return jaxops.scatter_nd_update(data, indices, updates)
+
+
+def _ss(data):
+  # x[1:, np.newaxis, ::-2, 2]
+  return jaxops.strided_slice(data, [1, 0, -1, 2], [0, 0, 0, 0],
+                              [1, 1, -2, 1], begin_mask=[0, 0, 1],
+                              end_mask=[1, 0, 1], new_axis_mask=[0, 1],
+                              shrink_axis_mask=[0, 0, 0, 1])
+
+
+def _indices(shape, sizes, seed=0):
+  """Valid indices (negative ones included) of `shape`, for `sizes`."""
+  return gs.random_indices(np.random.default_rng(seed), sizes, shape,
+                           np.int32)
+
+
+_B = 3
+# (name, function, arguments, exact census or None for "one operator node")
+VMAP_CASES = [
+    ("gather_nd_both", jax.vmap(_gnd()),
+     (_data((_B, 3, 4)), _indices((_B, 2), (3, 4))),
+     {"Cast": 1, "GatherND": 1}),
+    ("gather_nd_both_batch_dims_1", jax.vmap(_gnd(1)),
+     (_data((_B, 2, 3, 4)), _indices((_B, 2, 5), (3,))),
+     {"Cast": 1, "GatherND": 1}),
+    ("gather_nd_nested", jax.vmap(jax.vmap(_gnd())),
+     (_data((_B, 2, 3, 4)), _indices((_B, 2, 5), (3,))),
+     {"Cast": 1, "GatherND": 1}),
+    ("gather_nd_indices_only", jax.vmap(_gnd(), in_axes=(None, 0)),
+     (_data((3, 4)), _indices((_B, 2), (3, 4))), {"Cast": 1, "GatherND": 1}),
+    ("gather_nd_indices_only_batch_dims_1",
+     jax.vmap(_gnd(1), in_axes=(None, 0)),
+     (_data((2, 3, 4)), _indices((_B, 2, 5), (3,))), None),
+    ("gather_nd_data_only", jax.vmap(_gnd(), in_axes=(0, None)),
+     (_data((_B, 3, 4)), _indices((2,), (3,))), None),
+    ("gather_nd_axis_1", jax.vmap(_gnd(), in_axes=(1, 2)),
+     (_data((3, _B, 4)), np.moveaxis(_indices((_B, 2, 5), (3,)), 0, 2)),
+     None),
+    ("gather_elements_both", jax.vmap(_ge(0)),
+     (_data((_B, 3, 4)), _indices((_B, 5, 4), 3)), {"GatherElements": 1}),
+    ("gather_elements_indices_only", jax.vmap(_ge(0), in_axes=(None, 0)),
+     (_data((3, 4)), _indices((_B, 2, 4), 3)), None),
+    ("gather_elements_data_only", jax.vmap(_ge(-1), in_axes=(0, None)),
+     (_data((_B, 2, 3)), _indices((2, 6), 3)), None),
+    ("scatter_same_tuples", jax.vmap(_snu, in_axes=(0, None, 0)),
+     (_data((_B, 3, 4)), np.array([[1, -1], [0, 2]], np.int32),
+      -_data((_B, 2))), None),
+    ("scatter_data_only", jax.vmap(_snu, in_axes=(0, None, None)),
+     (_data((_B, 3, 4)), np.array([[1], [-3]], np.int32), -_data((2, 4))),
+     None),
+    ("scatter_updates_only", jax.vmap(_snu, in_axes=(None, None, 0)),
+     (_data((3, 4)), np.array([[1], [-3]], np.int32), -_data((_B, 2, 4))),
+     None),
+    ("scatter_all", jax.vmap(_snu),
+     (_data((_B, 3, 4)), np.array([[[1], [0]], [[2], [-1]], [[0], [1]]],
+                                  np.int32), -_data((_B, 2, 4))), None),
+    ("scatter_duplicates_per_position", jax.vmap(_snu, in_axes=(None, 0, 0)),
+     (_data((3, 4)), np.array([[[1], [1], [0]], [[2], [-1], [2]],
+                               [[0], [0], [0]]], np.int32),
+      -_data((_B, 3, 4))), None),
+    ("strided_slice", jax.vmap(_ss), (_data((_B, 4, 5, 3)),),
+     {"Slice": 1, "Reshape": 1}),
+    ("strided_slice_axis_2", jax.vmap(_ss, in_axes=2),
+     (_data((4, 5, _B, 3)),), None),
+]
+
+
+@requires_extra
+@pytest.mark.parametrize("name, fn, args, want", VMAP_CASES,
+                         ids=[case[0] for case in VMAP_CASES])
+def test_vmap_exports(name, fn, args, want):
+  exported = _round_trip(fn, *args)
+  counts = census(exported.model)
+  op = {"gather_nd": "GatherND", "gather_elements": "GatherElements",
+        "scatter": "ScatterND", "strided_slice": "Slice"}[
+            name.split("_")[0] if name.startswith("scatter") else
+            "_".join(name.split("_")[:2])]
+  assert counts[op] == 1, counts
+  if want is not None:
+    assert counts == want
+  if name.startswith("gather_nd_both") or name == "gather_nd_nested":
+    rank = 2 if "nested" in name or "batch_dims_1" in name else 1
+    assert _attributes(exported.model, "GatherND")[0]["batch_dims"] == rank
