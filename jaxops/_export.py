@@ -24,9 +24,9 @@ unchanged). See docs/export.md.
 
 Every primitive has an abstract evaluation from the public shape rules
 (`jaxops.shapes`), an implementation that is the normal operator computation
-(eager evaluation; also its XLA lowering), a batching rule that keeps a
-batched call one primitive wherever the node can express it, and a JVP that
-is the normal computation's, so that derivatives export as ordinary JAX ops.
+(eager evaluation; also its XLA lowering) and a batching rule that keeps a
+batched call one primitive wherever the node can express it. They have no
+derivative rules: an exported function is a forward computation.
 
 Nothing here imports an exporter: the ONNX lowerings of these primitives are
 in `jaxops._onnx_plugins`, the only module that uses jax2onnx's plugin API.
@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jax.interpreters import batching, mlir
 
 from jaxops import _common
 
@@ -152,12 +152,6 @@ def _define(name: str, impl: Callable[..., Any],
   mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=False))
   batching.primitive_batchers[prim] = batching_rule
 
-  def jvp(primals, tangents, **params):
-    tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
-    return _normal(jax.jvp, functools.partial(impl, **params), primals,
-                   tangents)
-
-  ad.primitive_jvps[prim] = jvp
   return prim
 
 

@@ -32,10 +32,12 @@ _MISSING = ("jaxops.onnx needs the optional 'onnx' extra (jax2onnx "
 _EXTRA_MODULES = ("jax2onnx", "onnx", "onnx_ir")
 
 
-def _load_plugins() -> Any:
-  """Imports the plugins, or raises ImportError naming the extra."""
+def _load_exporter() -> Any:
+  """Imports the plugins and returns jax2onnx, or raises ImportError naming
+  the extra."""
   try:
-    return importlib.import_module("jaxops._onnx_plugins")
+    importlib.import_module("jaxops._onnx_plugins")
+    return importlib.import_module("jax2onnx")
   except ImportError as e:
     missing = (getattr(e, "name", None) or "").split(".")[0]
     if isinstance(e, ModuleNotFoundError) and missing in _EXTRA_MODULES:
@@ -90,9 +92,7 @@ def to_onnx(fn: Callable[..., Any], *example_args: Any,
                                 np.zeros((3, 1), np.int64))
     [node.op_type for node in model.graph.node]  # ['Cast', 'GatherND', 'Tanh']
   """
-  _load_plugins()
-  import jax2onnx
-
+  jax2onnx = _load_exporter()
   leaves, tree = jax.tree.flatten(example_args)
   double = bool(options.pop("enable_double_precision", False))
 

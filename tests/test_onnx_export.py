@@ -556,3 +556,91 @@ def test_vmap_exports(name, fn, args, want):
   if name.startswith("gather_nd_both") or name == "gather_nd_nested":
     rank = 2 if "nested" in name or "batch_dims_1" in name else 1
     assert _attributes(exported.model, "GatherND")[0]["batch_dims"] == rank
+
+
+@requires_extra
+def test_model_with_several_calls_and_ordinary_layers():
+  """Embedding lookup, masking, windows, pooling and a pick: each jaxops call
+  one node among ordinary layers, the whole model bit-exact in both runtimes
+  (small integer values keep the ordinary float ops exact too)."""
+  rng = np.random.default_rng(0)
+  vocab, embed, batch, length = 7, 4, 3, 6
+  table = rng.integers(-4, 5, (vocab, embed)).astype(np.float32)
+  weights = rng.integers(-2, 3, (embed, 5)).astype(np.float32)
+
+  def model(tokens, hidden, target):
+    emb = jaxops.gather_nd(table, tokens[..., None])            # [B, L, E]
+    where = jnp.stack([jnp.arange(batch, dtype=hidden.dtype), hidden], 1)
+    emb = jaxops.scatter_nd_update(emb, where,
+                                   jnp.full((batch, embed), 9, emb.dtype))
+    left = jaxops.strided_slice(emb, [0, 0], [0, -1], begin_mask=[1, 1],
+                                end_mask=[1])                # emb[:, :-1]
+    right = jaxops.strided_slice(emb, [0, -1], [0, 0], [1, -1],
+                                 begin_mask=[1], end_mask=[1])  # [:, :0:-1]
+    features = jax.nn.relu(left + right * 2.0) @ weights
+    picked = jaxops.gather_nd(features, (hidden - 1)[:, None], batch_dims=1)
+    return (jaxops.gather_elements(picked, target[:, None], axis=1),
+            jnp.max(features, axis=1))
+
+  tokens = rng.integers(0, vocab, (batch, length)).astype(np.int32)
+  hidden = rng.integers(1, length - 1, batch).astype(np.int32)
+  target = rng.integers(-5, 5, batch).astype(np.int32)
+  exported = _round_trip(model, tokens, hidden, target)
+  counts = census(exported.model)
+  assert (counts["GatherND"], counts["ScatterND"], counts["GatherElements"],
+          counts["Slice"]) == (2, 1, 1, 2), counts
+
+
+@requires_extra
+def test_jit_caches_do_not_mix_exported_and_normal_traces():
+  x, indices = _data((4, 3)), np.array([[1], [-1]], np.int32)
+  fn = jax.jit(lambda x, i: jaxops.gather_nd(x, i) * 2)
+  before = fn(x, indices)                    # a normal trace, cached
+  assert census(export(fn, x, indices).model) == {
+      "Cast": 1, "GatherND": 1, "Mul": 1}
+  assert_same(fn(x, indices), before)        # still the normal program
+  assert_same(jax.jit(jax.grad(lambda x: fn(x, indices).sum()))(x),
+              np.array([[0, 0, 0], [2, 2, 2], [0, 0, 0], [2, 2, 2]],
+                       np.float32))
+
+
+@requires_extra
+def test_openvino_convert_model_is_read_model():
+  """The tests read models with `Core.read_model` (the same ONNX frontend as
+  `openvino.convert_model`, minus its telemetry); both give one graph."""
+  import openvino as ov
+  exported = export(
+      lambda x, i: (jaxops.gather_elements(x[:, :2], i, axis=0),
+                    jaxops.strided_slice(x, [-1], [0], [-2])),
+      _data((4, 3)), np.array([[-1, 0], [3, 1]], np.int32))
+
+  def ops(compiled):
+    return sorted(op.get_type_name()
+                  for op in compiled.get_runtime_model().get_ops())
+
+  converted = openvino_compile(exported.model, convert=ov.convert_model)
+  assert ops(converted) == ops(openvino_compile(exported.model))
+  results = converted(exported.inputs)
+  for j, want in enumerate(exported.openvino):
+    assert_same(results[converted.output(j)], want)
+
+
+def test_missing_extra_names_the_install_command(monkeypatch):
+  """Simulated: jax2onnx cannot be imported."""
+  onnx_module = importlib.import_module("jaxops.onnx")
+  for name in [name for name in sys.modules
+               if name.split(".")[0] == "jax2onnx"] + ["jax2onnx"]:
+    monkeypatch.setitem(sys.modules, name, None)  # "import ... halted"
+  monkeypatch.delitem(sys.modules, "jaxops._onnx_plugins", raising=False)
+  with pytest.raises(ImportError, match=r"pip install 'jaxops\[onnx\]'"):
+    onnx_module.to_onnx(lambda x: x, np.zeros(2, np.float32))
+
+
+@pytest.mark.jax_modes(None)
+def test_import_jaxops_imports_no_exporter():
+  code = ("import sys, jaxops, jaxops.onnx; "
+          "print(sorted({m.split('.')[0] for m in sys.modules} & "
+          "{'jax2onnx', 'onnx', 'onnx_ir', 'onnxruntime', 'openvino'}))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, check=True, env=processes.subprocess_env())
+  assert out.stdout.strip() == "[]", out.stdout
