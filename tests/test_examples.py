@@ -33,7 +33,11 @@ RUNS = {
     "train_infill": ["--steps", "300"],
     "batched": [],
     "sharded": ["--cpu"],
+    "export_onnx": ["--steps", "100"],
 }
+# Examples that need an optional extra, skipped where it cannot install.
+NEEDS = {"export_onnx": pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="jaxops[onnx] needs Python >= 3.11")}
 
 
 def _execute(name: str) -> dict[str, object]:
@@ -83,7 +87,8 @@ def _floats(pattern: str, text: str) -> list[float]:
   return [float(x) for x in re.findall(pattern, text)]
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS.get(name, ()))
+                                  for name in sorted(RUNS)])
 def test_example_runs_quickly(example_output, name):
   _stdout(example_output, name)
   # Generous: the machine running the suite may be loaded.
@@ -145,3 +150,18 @@ def test_sharded_communication_only_where_expected(example_output):
   assert "15/15 layouts communicate exactly where expected" in out, out
   free = [line for line in out.splitlines() if "collectives: none" in line]
   assert len(free) == 8, out
+
+
+@NEEDS["export_onnx"]
+def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
+  out = _stdout(example_output, "export_onnx")
+  losses = _floats(r"held-out loss (\d+\.\d+) -> (\d+\.\d+)", out)
+  assert losses[1] < losses[0] - 0.5, out
+  plain, ours = (int(n) for n in re.findall(r"(\d+) nodes \(", out))
+  assert ours < plain, out
+  line = next(line for line in out.splitlines()
+              if line.startswith("jaxops.onnx:"))
+  for kind in ("GatherND 2", "GatherElements 1", "ScatterND 1", "Slice 3"):
+    assert kind in line, line
+  assert out.count("predictions equal") == 2, out
+  assert "RESULT JAX, onnxruntime and OpenVINO agree" in out
