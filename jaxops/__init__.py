@@ -2,7 +2,8 @@
 
 GatherND-8, GatherElements-11/13, ScatterNDUpdate-3 and StridedSlice-1 as
 jittable, vmappable functions with forward- and reverse-mode derivatives.
-Shape rules are in `jaxops.shapes`.
+Shape rules are in `jaxops.shapes`. Semantics, decisions and errata are in
+docs/semantics.md, the design in docs/design.md.
 """
 
 from jaxops import shapes

@@ -2,8 +2,9 @@
 canonicalization and index normalization.
 
 Everything here runs at trace time on Python values and shapes, except
-`wrap_negative_indices` and `prepare_indices`, which emit a couple of cheap
-elementwise ops on the (possibly traced) index array.
+`prepare_indices`, which emits a few cheap elementwise ops on the (possibly
+traced) index array. The rules they apply (error form, static attributes,
+index dtypes, negative and out-of-range indices) are in docs/semantics.md.
 """
 
 from __future__ import annotations
@@ -108,10 +109,21 @@ def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
   Arrays and tracers pass through unchanged, so concrete host indices can
   still be bounds-checked without a device round trip.
   """
-  if not isinstance(indices, (jax.Array, np.ndarray, jax.core.Tracer)):
-    indices = np.asarray(indices)
+  indices = as_array_like(indices)
   check_index_dtype(indices.dtype, op, name, shape=indices.shape)
   return indices
+
+
+def as_array_like(value: Any) -> Any:
+  """An array for `value`: arrays and tracers as they are, Python values as
+  NumPy arrays, or as a JAX array when they hold tracers (a list argument of a
+  jitted call arrives as a list of tracers).
+  """
+  if isinstance(value, (jax.Array, np.ndarray, jax.core.Tracer)):
+    return value
+  if any(_is_tracer(leaf) for leaf in jax.tree.leaves(value)):
+    return jnp.asarray(value)
+  return np.asarray(value)
 
 
 def check_index_dtype(dtype: Any, op: str, name: str = "indices", *,
@@ -159,6 +171,9 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
   unsigned = jnp.issubdtype(dtype, jnp.unsignedinteger)
   if not unsigned:
     sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
+    if sizes_arr.ndim:
+      # Explicit rank, so that jax_numpy_rank_promotion="raise" holds.
+      sizes_arr = sizes_arr.reshape((1,) * (indices.ndim - 1) + (-1,))
     indices = jnp.where(indices < 0, indices + sizes_arr, indices)
   int32 = np.iinfo(np.int32)
   fits_int32 = all(s <= int32.max for s in np.atleast_1d(sizes).tolist())

@@ -1,5 +1,9 @@
 """GatherElements-11/13 (ONNX).
 
+Semantics and errata: docs/semantics.md#gather-elements (indices smaller than
+data in non-axis dims are accepted and never broadcast: #ge-2). Design:
+docs/design.md#lowering-gather-elements.
+
 Derivative design: as for GatherND (see `jaxops._gather_nd`), a
 `jax.custom_jvp` whose tangent rule is the same linear gather; reverse mode
 transposes it into a scatter-add, forward mode evaluates it.

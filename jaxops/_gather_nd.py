@@ -1,5 +1,9 @@
 """GatherND-8 (OpenVINO opset8).
 
+Semantics and errata: docs/semantics.md#gather-nd (negative indices,
+out-of-range modes, zero-size inputs, GND-1..GND-3). The lowering is one
+`lax.gather` with `batch_dims` as XLA batching dims: docs/design.md#lowerings.
+
 Derivative design
 -----------------
 The operator is a `jax.custom_jvp` whose tangent rule applies the same linear
@@ -10,7 +14,7 @@ zeros of data's shape -- the cheapest VJP there is, and no slower than JAX's
 autodiff of the plain formulation. (A `jax.custom_vjp` would block `jvp`.)
 Indices are integers and get float0 tangents. The index normalization
 (negative wrap) runs outside the custom rule, so no derivative is ever taken
-through it.
+through it. See docs/design.md#derivatives.
 """
 
 from __future__ import annotations

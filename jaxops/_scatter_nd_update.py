@@ -1,5 +1,10 @@
 """ScatterNDUpdate-3 (OpenVINO opset3; ONNX ScatterND with reduction "none").
 
+Semantics, decisions and errata: docs/semantics.md#scatter-nd-update (last
+tuple wins: #duplicates; k = 0: #snu-1; the (1,) form of a 0-d update:
+#snu-2; out-of-range modes: #scatter-modes). Design and the measurements
+behind the thresholds below: docs/design.md#duplicate-resolution.
+
 Forward design
 --------------
 The update itself is one `lax.scatter` (what `.at[...].set` lowers to) over the
@@ -15,7 +20,7 @@ kept honest:
   (out-of-range) index `-1 - position`, which the scatter drops. The remaining
   in-range indices are unique, and so are the dropped ones.
 
-Finding the winners costs O(n) work plus one of three strategies, chosen
+Finding the winners costs O(n) work plus one of these strategies, chosen
 statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
 slots, `target` the row-major linear slot of a tuple):
 
@@ -30,9 +35,8 @@ slots, `target` the row-major linear slot of a tuple):
 * rank table otherwise: sort the targets alone, binary-search each target's
   first occurrence in the sorted array (a group id < n), then the winner table
   above over group ids instead of slots: O(n log n), independent of slots.
-  (A stable two-operand sort of (target, position) gives the same and was
-  measured 2-6x slower on CPU.) When even the linear target overflows (no x64,
-  slots >= 2**31) a k-key stable sort of the coordinates is used.
+  When even the linear target overflows (no x64, slots >= 2**31) a k-key
+  stable sort of the coordinates is used.
 
 The two sort-based searches first test whether any in-range target repeats
 and `lax.cond` to "every in-range tuple wins" when none does, so unique
@@ -52,29 +56,9 @@ indices (the common case) skip the search at run time:
 
 Under `vmap` with batched indices the predicate is batched and `lax.cond`
 becomes a select that runs both branches: still exact, no longer cheaper.
-For the rank table's duplicate branch, `searchsorted(method="scan")` (a while
-loop of log2 n gathers) was measured against "scan_unrolled", "sort" (two
-multi-operand sorts of n and 2n), and a two-operand (target, position) sort
-with segment maxima; "compare_all" is O(n**2). Scan was fastest (CPU, 262144
-tuples, 16.7M slots, medians: sort alone 11 ms; sort + scan + table 26 ms,
-scan_unrolled 43, two-operand sort 74, method "sort" 214).
 
-Measured on CPU (medians, 2 heavily shared cores, 262144 tuples): the table
-takes under 2 ms at up to 4 slots per tuple, about 10 ms at 16 and 60-130 ms
-at 64 (16.7M slots: memory bound), the packed sort 11-35 ms, the rank table
-25-50 ms, the two-operand stable sort 60-170 ms. The bitmap test takes about
-2 ms at 2 words per tuple, 6 ms at 8 and 49 ms at 32 (a sort: 11 ms).
-Donated forward on data [4096, 4096] f32 with 262144 element updates (64
-slots per tuple; medians of 30 interleaved runs, load average ~1.4), without /
-with x64 (rank table / packed sort):
-
-| indices | bitmap test | sort test | no test (before) | unique_indices=True |
-|---|---|---|---|---|
-| unique | 10.3 / 9.4 ms | 20.1 / 20.1 ms | 32.1 / 19.7 ms | 3.7 / 3.9 ms |
-| 10% duplicated | 33.3 / 20.8 ms | 31.3 / 20.5 ms | 32.0 / 19.4 ms | -- |
-
-Derivative design
------------------
+Derivative design (docs/design.md#derivatives)
+-----------------------------------------------
 The operator is a `jax.custom_jvp` whose tangent rule applies the same scatter
 (same redirected, unique indices) to the tangents of data and updates: a linear
 map. Forward mode evaluates it; reverse mode transposes it, which (for a
@@ -98,20 +82,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import checkify
 
-from jaxops import _common
+from jaxops import _checks, _common
 from jaxops._common import Shape, op_error, shape_str
 
 OP = "ScatterNDUpdate-3"
 
-# Slots per tuple up to which the winner table beats the sorts (the CPU
-# measurements in the module docstring).
+# Slots per tuple up to which the winner table beats the sorts (measured on
+# CPU: docs/design.md#thresholds).
 _TABLE_SLOTS_PER_TUPLE = 16
 _TABLE_MIN_SLOTS = 1 << 16
 # Bitmap words (32 slots each) per tuple up to which the bitmap repeat test
-# beats the sort it saves (about 2 ms at 2 words per tuple, 6 ms at 8, 49 ms at
-# 32, vs 11 ms for the sort, 262144 tuples on CPU).
+# beats the sort it saves (measured on CPU: docs/design.md#thresholds).
 _BITMAP_WORDS_PER_TUPLE = 8
 _BITMAP_MIN_WORDS = 1 << 16
 
@@ -158,26 +140,38 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   return data_shape
 
 
-def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
-  """Arrays must have data's dtype; Python scalars/lists take it.
+# Kinds of Python values in the order they convert: an int list may fill float
+# data, a float list may not fill int data (NumPy's "same_kind").
+_KIND_ORDER = {"u": 0, "i": 0, "f": 1, "c": 2}
+_KIND_NAMES = {"u": "int", "i": "int", "f": "float", "c": "complex"}
 
-  A Python value converts only within its kind or to a wider kind (an int list
-  into float data, not a float list into int data), as numpy's "same_kind".
+
+def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
+  """`updates` as an array of data's `dtype`, or a TypeError.
+
+  Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
+  array is float32 when x64 is off, as it would be under jit). Python scalars
+  and lists, and the weakly typed arrays JAX makes of them under jit, take
+  data's dtype when that keeps or widens their kind. Python bools are not weak
+  in JAX and need bool data, as bool arrays do.
   """
-  if isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer)):
-    if updates.dtype != dtype:
+  is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
+  weak = (jax.typeof(updates).weak_type if isinstance(
+      updates, (jax.Array, jax.core.Tracer)) else not is_array)
+  updates = _common.as_array_like(updates)
+  given = jax.dtypes.canonicalize_dtype(updates.dtype)
+  if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
+    if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
       raise op_error(
-          OP, f"updates dtype {np.dtype(updates.dtype).name} must equal data "
-          f"dtype {np.dtype(dtype).name}; jaxops does not cast implicitly, "
-          "cast one of them explicitly", TypeError)
-    return jnp.asarray(updates)
-  host = np.asarray(updates)
-  if not np.can_cast(host.dtype, dtype, casting="same_kind"):
+          OP, f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+          f"converted to data dtype {np.dtype(dtype).name} without changing "
+          "kind", TypeError)
+  elif given != dtype:
     raise op_error(
-        OP, f"updates given as a Python {type(updates).__name__} of kind "
-        f"{host.dtype.name} cannot be converted to data dtype "
-        f"{np.dtype(dtype).name} without changing kind", TypeError)
-  return jnp.asarray(host, dtype=dtype)
+        OP, f"updates dtype {given.name} must equal data dtype "
+        f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
+        "of them explicitly", TypeError)
+  return jnp.asarray(updates, dtype=dtype)
 
 
 def _dimension_numbers(data_rank: int, k: int) -> lax.ScatterDimensionNumbers:
@@ -281,7 +275,7 @@ def _winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
     for column in sorted_columns[1:]:
       is_last = is_last | _last_of_runs(column)
     return _scatter_back(is_last, sorted_positions) & in_bounds
-  strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].reshape(1, k)
   target = jnp.sum(indices.astype(target_dtype) * strides.astype(target_dtype),
                    axis=1, dtype=target_dtype)
   # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
@@ -403,9 +397,9 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
   costs one dispatch; it only ever sees integer arrays, so no derivative is
   taken through it.
   """
-  n, _ = indices.shape
+  n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
-  sizes_arr = np.asarray(sizes, np.int64)
+  sizes_arr = np.asarray(sizes, np.int64).reshape(1, k)
   if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
     # Losers are redirected to negative indices, so go signed; capping at the
     # size first keeps an out-of-range value out of range (2**32 + 1 must not
@@ -414,14 +408,15 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
     indices = jnp.minimum(indices,
                           sizes_arr.astype(indices.dtype)).astype(signed)
   sizes_arr = sizes_arr.astype(indices.dtype)
+  zero = np.zeros((), indices.dtype)
   if mode == lax.GatherScatterMode.CLIP:
-    indices = jnp.clip(indices, 0, sizes_arr - 1)
+    indices = jnp.clip(indices, zero, sizes_arr - 1)
     in_bounds = jnp.ones((n,), bool)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
-    in_bounds = jnp.all((indices >= 0) & (indices < sizes_arr), axis=1)
-    checkify.debug_check(
-        jnp.all(in_bounds), f"{OP}: an index tuple is out of range for the "
+    indices = _checks.checked_indices(
+        indices, sizes, f"{OP}: an index tuple is out of range for the "
         f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+    in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
   else:
     in_bounds = jnp.ones((n,), bool)  # promised; out of range is undefined
   if strategy is None:

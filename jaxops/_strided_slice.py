@@ -1,5 +1,8 @@
 """StridedSlice-1 (OpenVINO opset1).
 
+Semantics, mask rules and decisions: docs/semantics.md#strided-slice; errata
+SS-1..SS-11 (docs/semantics.md#ss-1 ...). Design: docs/design.md.
+
 Design
 ------
 Every attribute is static, so the whole slice spec (begin/end/strides and the
@@ -26,8 +29,8 @@ reshape: no scatter anywhere, and the rule is linear so `hessian` and
 `vmap(grad)` work. Integer and bool data get float0 tangents.
 
 Decisions where the StridedSlice-1 text and the OpenVINO runtime disagree, or
-both are silent (NOTES.md errata 1-10), are listed in `strided_slice`'s
-docstring.
+both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
+`strided_slice`'s docstring.
 """
 
 from __future__ import annotations
@@ -103,9 +106,9 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
 
   Clamping follows the OpenVINO runtime: for k > 0 begin and end clamp into
   [0, size]; for k < 0 begin clamps into [0, size - 1] -- a begin still
-  negative after adding size becomes 0 (NOTES.md erratum 8; Python would make
-  it -1 and return nothing) -- and end into [-1, size], -1 meaning "before
-  element 0".
+  negative after adding size becomes 0 (docs/semantics.md#ss-8; Python
+  would make it -1 and return nothing) -- and end into [-1, size], -1 meaning
+  "before element 0".
   """
   if k > 0:
     lo = 0 if begin_masked else (b + size if b < 0 else b)
@@ -114,6 +117,8 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
     count = max(0, -(-(hi - lo) // k))
     if count == 0:
       return 0, 0, 1, False, 0
+    if count == 1:
+      return lo, lo + 1, 1, False, 1
     return lo, lo + (count - 1) * k + 1, k, False, count
   step = -k
   first = size - 1 if begin_masked else (b + size if b < 0 else b)
@@ -122,8 +127,12 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
   count = max(0, -(-(first - stop) // step)) if size > 0 else 0
   if count == 0:
     return 0, 0, 1, False, 0
+  if count == 1:
+    # One element: the step is irrelevant, and may not fit XLA's int64 (a
+    # stride of -2**63 is a step of 2**63).
+    return first, first + 1, 1, False, 1
   last = first - (count - 1) * step
-  return last, first + 1, step, count > 1, count
+  return last, first + 1, step, True, count
 
 
 def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
@@ -150,7 +159,7 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
         OP, f"ellipsis_mask may set at most one bit, got bits at positions "
         f"{ellipses} (ellipsis_mask={list(masks['ellipsis_mask'])})")
   # Precedence at one position: ellipsis, then new_axis, then shrink (TF's
-  # order; NOTES.md errata 6 and 10).
+  # order; docs/semantics.md#ss-6 and #ss-10).
   kinds = []
   for i in range(m):
     if masks["ellipsis_mask"][i]:
@@ -292,7 +301,7 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
   `[0]`. `begin == end` gives an empty dim.
 
   Where the spec text, the OpenVINO CPU plugin and its reference evaluator
-  differ, jaxops does this (NOTES.md errata):
+  differ, jaxops does this (docs/semantics.md#ss-6, #ss-10, #ss-11):
 
   * new_axis and shrink bits at one position: new_axis wins (TF);
   * ellipsis and new_axis (or shrink) bits at one position: the ellipsis wins

@@ -1,10 +1,61 @@
-"""Test-wide JAX configuration.
+"""Test-wide JAX configuration: both index widths, strict promotion.
 
-64-bit mode is on for the whole suite so that int64 indices and float64 data
-(used by the gradient checks) are what they say they are. Doctests write their
-dtypes explicitly so that they hold in both modes.
+Every test runs twice, once in JAX's default 32-bit mode (`x32`) and once
+with `jax_enable_x64` (`x64`), as a first-class parameter of the test id
+(`test_foo[...-x32]`). A test that is only meaningful in one mode says so with
+`@pytest.mark.jax_modes("x64")` (float64 gradient checks, int64 limits) or
+`@pytest.mark.jax_modes("x32")`; a test that runs its code in a subprocess
+with its own configuration uses `@pytest.mark.jax_modes(None)` and runs once.
+
+Rank and dtype promotion are strict for the whole suite (what equinox- and
+flax-style code bases set), so an implicit broadcast or promotion inside jaxops
+fails a test; tests that check permissive user configurations switch back
+locally with `jax.numpy_rank_promotion` / `jax.numpy_dtype_promotion`.
+Doctests run once, in the default 32-bit mode.
 """
 
-import jax
+from __future__ import annotations
 
-jax.config.update("jax_enable_x64", True)
+import hypothesis
+import jax
+import pytest
+
+MODES = ("x32", "x64")
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# The x64 mode is switched per test by the autouse fixture below, which is
+# function-scoped by design: it holds no state an example could leak.
+hypothesis.settings.register_profile(
+    "jaxops", suppress_health_check=[
+        hypothesis.HealthCheck.function_scoped_fixture])
+hypothesis.settings.load_profile("jaxops")
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "jax_modes(*modes): the x64 modes a test runs in ('x32', "
+      "'x64'); jax_modes(None) runs it once without switching")
+
+
+def pytest_generate_tests(metafunc):
+  marker = metafunc.definition.get_closest_marker("jax_modes")
+  modes = MODES if marker is None else marker.args
+  if modes == (None,):
+    return
+  unknown = set(modes) - set(MODES)
+  if unknown:
+    raise ValueError(f"jax_modes: unknown modes {sorted(unknown)}")
+  metafunc.parametrize("jax_mode", modes, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def jax_mode(request):
+  """The x64 mode of this test run: "x32", "x64", or None (not switched)."""
+  mode = getattr(request, "param", None)
+  if mode is None:
+    yield None
+    return
+  with jax.enable_x64(mode == "x64"):
+    yield mode

@@ -16,7 +16,7 @@ Each `Layout` jits an operator with its inputs placed by `NamedSharding`s on a
 * `no_collectives` (communication-free layouts): the compiled HLO contains no
   all-gather, all-to-all, all-reduce, reduce-scatter or collective-permute;
 * `collectives` (layouts that do need communication): the compiled HLO
-  contains exactly the collectives the README documents for that layout;
+  contains exactly the collectives docs/sharding.md documents for that layout;
 * `grad_*`: the same for the gradient of `sum(weights * op(...))` with
   respect to the float arguments (weights sharded like the output): the
   gradient of each argument keeps that argument's sharding. The gradient with
@@ -100,7 +100,7 @@ class Layout:
   """One operator call with its input shardings and what to expect.
 
   `collectives` is None for a communication-free layout, else the sorted
-  collectives XLA emits for it (as documented in README's table).
+  collectives XLA emits for it (as documented in docs/sharding.md's table).
   """
   name: str
   fn: Callable[..., jax.Array]

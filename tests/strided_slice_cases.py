@@ -1,9 +1,10 @@
 """StridedSlice-1 cases shared by the unit and the conformance tests.
 
-* `SPEC_EXAMPLES`: every example of the spec text
-  (`StridedSlice-1.ja.txt`, its IR `<layer>` blocks and the examples in its
-  prose), with the output the OpenVINO runtime gives (NOTES.md errata), plus
-  small stand-ins for the 10-/12-D ones that are too big to materialize.
+* `SPEC_EXAMPLES`: every example of the OpenVINO StridedSlice-1
+  specification (its IR `<layer>` blocks and the examples in its prose), with
+  the output the OpenVINO runtime gives (docs/semantics.md#errata; "erratum N"
+  below is SS-N there), plus small stand-ins for the 10-/12-D ones that are
+  too big to materialize.
 * `random_spec(rng)`: a seeded random valid slice spec over ranks 1-5 with
   random mask combinations, including junk begin/end/stride values at the
   positions that ignore them and colliding mask bits.

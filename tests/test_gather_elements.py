@@ -27,9 +27,10 @@ from jaxops import shapes
 from tests import gather_support as gs
 
 # ---------------------------------------------------------------------------
-# Spec examples of GatherElements-11-13.zh.txt. The -13 text is right; the -11
-# text prints each output inside one bracket level too many (shape (1, 2, 2)
-# instead of indices' (2, 2)): the runtime and -13 give indices' shape.
+# Examples of the ONNX GatherElements-11/13 specification. The -13 text is
+# right; the -11 text prints each output inside one bracket level too many
+# (shape (1, 2, 2) instead of indices' (2, 2)): the runtime and -13 give
+# indices' shape (docs/semantics.md#ge-1).
 
 EX1 = ([[1, 2], [3, 4]], [[0, 0], [1, 0]], 1)
 EX2 = ([[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[1, 2, 0], [2, 0, 0]], 0)

@@ -25,7 +25,7 @@ from jaxops import shapes
 from tests import gather_support as gs
 
 # ---------------------------------------------------------------------------
-# The seven examples of GatherND-8.en.txt, verbatim.
+# The seven examples of the OpenVINO GatherND-8 specification, verbatim.
 
 DATA_2X2 = [[1, 2], [3, 4]]
 DATA_2X3X4 = [[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]],

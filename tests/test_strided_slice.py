@@ -1,7 +1,7 @@
-"""StridedSlice-1: every example of the spec (runtime values, NOTES.md
-errata), mask forms, the trace-time errors, dtypes, zero-size inputs, the
-lowering (no gather), vmap, jit and derivatives, and a property test against
-NumPy basic indexing.
+"""StridedSlice-1: every example of the spec (runtime values: errata SS-1 to
+SS-11 in docs/semantics.md; "erratum N" below is SS-N there), mask forms, the
+trace-time errors, dtypes, zero-size inputs, the lowering (no gather), vmap,
+jit and derivatives, and a property test against NumPy basic indexing.
 
 Expected values are NumPy indexing expressions (`tests/strided_slice_cases.py`
 for the spec examples), never the code under test.

@@ -99,7 +99,8 @@ def openvino_reference(make_node: Callable, inputs: Sequence[np.ndarray],
                        out_shape: Sequence[int], out_dtype: Any) -> np.ndarray:
   """Runs OpenVINO's reference evaluator (`Node.evaluate`) where it exists.
 
-  Used where the CPU plugin is known to be wrong (see NOTES.md). Raises
+  Used where the CPU plugin is known to be wrong (docs/semantics.md#errata and
+  #runtime-bugs). Raises
   NotImplementedError when the node has no reference evaluator in Python.
   """
   import openvino as ov

@@ -12,7 +12,7 @@
   seeded set checks jaxops agrees with both.
 
 Values stay within int32/float32 (the plugin computes int64 as int32 and
-float64 as float32, see NOTES.md). Results must be exactly equal.
+float64 as float32, docs/semantics.md#rt-6). Results must be exactly equal.
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ def test_duplicates_last_wins_like_cpu_runtimes(signature, seed):
 def test_openvino_cpu_k0_erratum(signature):
   """k == 0: every tuple addresses all of data. The reference evaluator and
   onnxruntime replace data (last tuple wins); the CPU plugin returns data
-  unchanged. jaxops follows the reference (NOTES.md erratum); this test fails
-  -- and the erratum needs revisiting -- if the plugin changes."""
+  unchanged. jaxops follows the reference (docs/semantics.md#snu-1); this
+  test fails -- and the erratum needs revisiting -- if the plugin changes."""
   data, indices, updates = _case(signature, 0)
   got = jaxops.scatter_nd_update(data, indices, updates)
   _assert_same(got, oracles.openvino_reference(
@@ -149,7 +149,7 @@ def test_openvino_cpu_k0_erratum(signature):
 
 def test_one_element_updates_for_0d_matches_reference_evaluator():
   """Accepted by OpenVINO's shape inference and reference evaluator; the CPU
-  plugin and onnxruntime reject it (NOTES.md erratum)."""
+  plugin and onnxruntime reject it (docs/semantics.md#snu-2)."""
   data = np.arange(12, dtype=np.float32).reshape(3, 4)
   indices = np.array([2, -1], np.int64)
   updates = np.array([42], np.float32)

@@ -1,14 +1,14 @@
 """StridedSlice-1 against the OpenVINO runtime (`openvino.opset1.strided_slice`).
 
-Oracles, chosen per case (NOTES.md StridedSlice errata; measured with openvino
-2026.4 on a few thousand random specs):
+Oracles, chosen per case (docs/semantics.md#ss-6, #ss-10 and #rt-1 to #rt-5;
+measured with openvino 2026.4 on a few thousand random specs):
 
 * the CPU plugin (`oracles.openvino_cpu`) by default;
 * OpenVINO's reference evaluator (`oracles.openvino_reference`,
   `Node.evaluate`) where the CPU plugin is known wrong: specs with both a
   new_axis and a shrink entry (the plugin returns garbage when trailing dims
   are implicit), and a begin_mask bit on a shrunk dim (the plugin takes
-  element 0, jaxops and the reference evaluator take begin -- erratum 10);
+  element 0, jaxops and the reference evaluator take begin -- SS-10);
 * a new_axis or shrink bit at the ellipsis position (the ellipsis wins) makes
   both runtimes corrupt their heap and abort the process, so the values come
   from the runtime run on the equivalent spec with those bits cleared, and

@@ -1,0 +1,76 @@
+"""Out-of-range reports that cost nothing unless the caller checkifies.
+
+`checked_indices(indices, sizes, message)` returns `indices` unchanged. Under
+`jax.experimental.checkify` with `checkify.user_checks` enabled, it adds a
+`FailedCheckError` carrying `message` when a row of `indices` is out of range
+for `sizes`. Outside checkify it is an identity primitive: it lowers to
+nothing, carries no effect, and so does not stop `jax.export` for any platform
+list, which `checkify.debug_check` in the default path would (its error effect
+is not serializable). See docs/semantics.md#out-of-range-indices.
+
+The checkify rule is registered in `jax._src.checkify.error_checks`, the table
+JAX's own primitives use; this module is the one place that touches it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import checkify as _checkify
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+_checked_indices_p = Primitive("jaxops_checked_indices")
+
+
+def checked_indices(indices: jax.Array, sizes: Sequence[int],
+                    message: str) -> jax.Array:
+  """`indices` (..., k), reported by checkify when a row leaves `sizes`.
+
+  Rows are in range when `0 <= indices[..., j] < sizes[j]` for every j, so
+  negative indices must already be wrapped.
+  """
+  return _checked_indices_p.bind(indices, sizes=tuple(sizes), message=message)
+
+
+def _abstract_eval(indices, *, sizes, message):
+  del sizes, message
+  return indices
+
+
+def _in_bounds(indices, sizes):
+  upper = np.asarray(sizes, np.int64).astype(indices.dtype)
+  upper = upper.reshape((1,) * (indices.ndim - 1) + (len(sizes),))
+  zero = np.zeros((), indices.dtype)
+  return jnp.all((indices >= zero) & (indices < upper))
+
+
+def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
+  if _checkify.FailedCheckError in enabled_errors:
+    failure = _checkify.FailedCheckError(_checkify.get_traceback(), message)
+    error = _checkify.assert_func(
+        error, jnp.logical_not(_in_bounds(indices, sizes)), failure)
+  return error, indices
+
+
+def _batching_rule(batched_args, batch_dims, *, sizes, message):
+  (indices,), (dim,) = batched_args, batch_dims
+  # The rule reads the tuple from the last axis: keep the batch axis in front.
+  indices = jnp.moveaxis(indices, dim, 0)
+  return checked_indices(indices, sizes, message), 0
+
+
+def _jvp_rule(primals, tangents, *, sizes, message):
+  (indices,), (indices_dot,) = primals, tangents
+  return checked_indices(indices, sizes, message), indices_dot
+
+
+_checked_indices_p.def_impl(lambda indices, **_: indices)
+_checked_indices_p.def_abstract_eval(_abstract_eval)
+mlir.register_lowering(_checked_indices_p, lambda ctx, indices, **_: [indices])
+batching.primitive_batchers[_checked_indices_p] = _batching_rule
+ad.primitive_jvps[_checked_indices_p] = _jvp_rule
+_checkify.error_checks[_checked_indices_p] = _checkify_rule
