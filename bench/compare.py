@@ -2,8 +2,8 @@
 
 Matches variants by (case, variant) and prints a Markdown table of both
 medians and `b/a` (< 1: faster in b), e.g. the same bench on CPU and on GPU
-(`JAX_PLATFORMS=cuda python -m bench --out gpu`), or before and after an
-operator change. Peer runtimes always run on the CPU, so on an accelerator
+(`JAX_PLATFORMS=cuda python -m bench --out gpu`), with two allocators
+(`--allocator`), or before and after an operator change. Peer runtimes always run on the CPU, so on an accelerator
 compare jaxops rows with jaxops rows.
 """
 
@@ -23,8 +23,9 @@ def _load(path: str) -> dict:
 
 def _env_line(label: str, results: dict) -> str:
   env = results["env"]
+  mode = env.get("allocator", {}).get("mode", "system")
   return (f"- **{label}**: {env['backend']} ({env['device_kind']}), jax "
-          f"{env['jax']}, {env['cpu_count']} CPUs, load "
+          f"{env['jax']}, {env['cpu_count']} CPUs, allocator {mode}, load "
           f"{env['loadavg_start'][0]:.2f}, {env['utc']}")
 
 

@@ -5,8 +5,9 @@ Python index (ints shrink, slices keep); the bit-exactness gate checks they
 agree. onnxruntime has no shrink, so its model is Slice followed by Squeeze
 (a free reshape) where the case shrinks a dim. PyTorch slicing takes no
 negative step: its form slices the same elements with a positive step, then
-`flip`s those dims, and `.contiguous()` materializes the result (a PyTorch
-slice is otherwise a view, while every other variant writes its output).
+`flip`s those dims (a copy); without a flip it `clone`s the slice, since a
+PyTorch slice is a view of its input while every other variant writes its
+output (XLA never returns a view of a non-donated input).
 The vmap case compares `jax.vmap(jaxops.strided_slice)` with the same slice
 given one more leading dim (begin/end masked).
 """
@@ -73,8 +74,10 @@ def _torch_form(data_shape, index):
   positive = tuple(positive)
 
   def fn(data):
+    import torch
     out = data[positive]
-    return (out.flip(flips) if flips else out).contiguous()
+    return (out.flip(flips) if flips else
+            out.clone(memory_format=torch.contiguous_format))
 
   return fn
 
