@@ -66,7 +66,7 @@ def versions() -> dict[str, str]:
 
 
 def openvino_opset():
-  """The OpenVINO opset module the one-op models are built from (lazy import)."""
+  """The OpenVINO opset module the one-op models are built from (lazy)."""
   import openvino.opset8 as ops
   return ops
 

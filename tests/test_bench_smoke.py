@@ -8,8 +8,8 @@ variant (vmap, duplicate indices, a sweep), then checks the table, the JSON
 the plots. PyTorch is optional: the 32-bit run hides it (as if it were not
 installed), and its variants must be skipped with a note while everything
 else passes; the x64 run uses it where it is installed. Under pytest-xdist
-each mode runs once per session. The allocator logic and the module layout are checked
-without a subprocess.
+each mode runs once per session. The allocator logic and the module layout
+are checked without a subprocess.
 """
 
 from __future__ import annotations
