@@ -25,11 +25,11 @@ import sys
 import numpy as np
 import pytest
 
-import subprocess_support
+from tests.support import processes
 
 pytestmark = pytest.mark.jax_modes(None)
 
-ROOT = subprocess_support.REPO_ROOT
+ROOT = processes.REPO_ROOT
 TIMEOUT_S = 240
 OPS = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
 CASES = ("gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
@@ -45,7 +45,7 @@ _WITHOUT_TORCH = ("import sys; sys.modules['torch'] = None; "
 
 
 def _run_bench(out: pathlib.Path, x64: bool) -> dict[str, object]:
-  env = subprocess_support.subprocess_env(
+  env = processes.subprocess_env(
       JAX_PLATFORMS="cpu", JAX_ENABLE_X64="1" if x64 else "0",
       JAX_NUMPY_RANK_PROMOTION="raise", JAX_NUMPY_DTYPE_PROMOTION="strict")
   env.pop("XLA_FLAGS", None)
@@ -67,10 +67,10 @@ def smoke_run(request, tmp_path_factory):
     worker_id = request.getfixturevalue("worker_id")
   except pytest.FixtureLookupError:  # pytest-xdist not loaded
     worker_id = "master"
-  shared = subprocess_support.shared_dir(tmp_path_factory, worker_id,
+  shared = processes.shared_dir(tmp_path_factory, worker_id,
                                          "bench")
   out = shared / f"bench_{mode}"
-  path = subprocess_support.produce_once(
+  path = processes.produce_once(
       shared, f"bench_{mode}.json",
       lambda partial: partial.write_text(json.dumps(
           _run_bench(out, mode == "x64"))), TIMEOUT_S)
