@@ -2,9 +2,10 @@
 
 Matches variants by (case, variant) and prints a Markdown table of both
 medians and `b/a` (< 1: faster in b), e.g. the same bench on CPU and on GPU
-(`JAX_PLATFORMS=cuda python -m bench --out gpu`), or before and after an
-operator change. Peer runtimes always run on the CPU, so on an accelerator
-compare jaxops rows with jaxops rows.
+(`JAX_PLATFORMS=cuda python -m bench --out gpu`), with two allocators
+(`--allocator`), or before and after an operator change. Peer runtimes
+always run on the CPU, so on an accelerator compare jaxops rows with jaxops
+rows.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ def _load(path: str) -> dict:
 
 def _env_line(label: str, results: dict) -> str:
   env = results["env"]
+  mode = env.get("allocator", {}).get("mode", "system")
   return (f"- **{label}**: {env['backend']} ({env['device_kind']}), jax "
-          f"{env['jax']}, {env['cpu_count']} CPUs, load "
+          f"{env['jax']}, {env['cpu_count']} CPUs, allocator {mode}, load "
           f"{env['loadavg_start'][0]:.2f}, {env['utc']}")
 
 
@@ -39,7 +41,8 @@ def compare(a: dict, b: dict, variants: Sequence[str] | None = None) -> str:
   ta, tb = _medians(a), _medians(b)
   keys = [k for k in ta if k in tb and (not variants or k[1] in variants)]
   lines = ["# bench comparison", "", _env_line("a", a), _env_line("b", b),
-           "", "| case | variant | a ms | b ms | b/a |", "|---|---|---|---|---|"]
+           "", "| case | variant | a ms | b ms | b/a |",
+           "|---|---|---|---|---|"]
   ratios = []
   for case, name in keys:
     ratio = tb[case, name] / ta[case, name]

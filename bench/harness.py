@@ -1,19 +1,13 @@
-"""Cases, variants, timing and the bit-exactness gate of the benchmark.
+"""Cases, runners, timing and the bit-exactness gate of the benchmark.
 
 A `Case` is one operator call at fixed shapes: a seeded input generator, the
-forward formulations to compare (`jaxops` and the plain-JAX one, plus e.g.
-`jaxops_unique`), the peer-runtime builders and the bytes the call must move.
-`plan_variants` turns a case into the variants that get timed:
-
-* `<form>`          forward under `jax.jit`;
-* `<form>.grad`     `jax.value_and_grad` of `sum(form(...) * w)`, the weights
-                    `w` an argument so XLA cannot constant-fold them;
-* `<form>.donated`  forward with the data buffer donated (`donate_argnums`);
-* `openvino`, `onnxruntime`  the one-op model in the peer runtime.
-
-Every variant runs once and its outputs are compared bit for bit with the
-first variant of its group (forward vs forward, fwd+bwd vs fwd+bwd) before
-anything is timed; a mismatch raises `BitExactError`.
+JAX formulations to compare (`jaxops`, the plain-JAX one, `jaxops_clip`,
+`jaxops_unique`, `batched`, ...), the peer-runtime builders and the bytes the
+call must move. `bench.cli.plan_variants` turns a case into the variants that
+get timed; this module turns a variant into a `Runner` (`jax_runner`,
+`loop_runner`), checks that every variant of a group gives the same bits
+(`check_bit_exact`) and times them (`measure`). It imports nothing else from
+`bench`.
 """
 
 from __future__ import annotations
@@ -78,13 +72,19 @@ class Case:
   """One operator call at fixed shapes.
 
   `forms` maps a formulation name (`jaxops`, `plain`, ...) to a function of
-  the JAX arguments (static attributes closed over). `openvino(*params)`
-  builds the OpenVINO node from one Parameter per input; `onnx(inputs)`
-  returns an ONNX ModelProto whose inputs are x0, x1, ... and output y.
+  the JAX arguments (static attributes closed over); `jaxops` comes first
+  and is the reference every other forward variant must match bit for bit.
+  `openvino(*params)` builds the OpenVINO node from one Parameter per input;
+  `onnx(inputs)` returns an ONNX ModelProto whose inputs are x0, x1, ... and
+  output y; `torch(*tensors)` is the PyTorch formulation (indices as int64
+  tensors) and `torch_inplace(*tensors)` its in-place form, which writes into
+  `tensors[donate_argnum]`. `loop` is, for a vmap case, the per-example
+  function a Python loop of jitted calls runs, with `in_axes` saying which
+  arguments carry the batch (0) and which are shared (None).
   """
   op: str
   name: str
-  tier: str  # "ir" (the spec's layer shapes), "large" or "sweep"
+  tier: str  # "ir" (the spec's layer shapes), "large", "sweep" or "vmap"
   shapes: str
   make_inputs: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
   forms: dict[str, Callable[..., jax.Array]]
@@ -92,25 +92,83 @@ class Case:
   traffic: Traffic
   openvino: Callable[..., Any] | None = None
   onnx: Callable[[Sequence[np.ndarray]], Any] | None = None
+  torch: Callable[..., Any] | None = None
+  torch_inplace: Callable[..., Any] | None = None
   donate_argnum: int | None = None
   sweep: str | None = None  # sweep name, for cases of a scaling sweep
   size: int | None = None  # the swept quantity
   grad: bool = True  # whether fwd+bwd variants are timed
+  # The forms whose fwd+bwd variants are timed (None: all of them).
+  grad_forms: tuple[str, ...] | None = None
   peers: bool = True  # whether peer runtimes are timed
+  # Threads for the peer runtimes on this case (None: `--threads`).
+  peer_threads: int | None = None
+  # Whether the index tuples are distinct (ScatterNDUpdate: where the
+  # `unique_indices=True` promise holds and may be compared with the default).
+  unique: bool = True
+  # Variants left out of this case on purpose, with the reason (shown in the
+  # tables as skipped).
+  excluded: dict[str, str] = dataclasses.field(default_factory=dict)
+  loop: Callable[..., Any] | None = None
+  in_axes: tuple[int | None, ...] | None = None
+  batch: int | None = None  # the vmapped batch size
 
   @property
   def key(self) -> str:
     return f"{self.op}/{self.name}"
 
 
+def vmap_case(base: Case, name: str, batch: int,
+              in_axes: tuple[int | None, ...],
+              batched: Callable[..., jax.Array], *,
+              forms: Sequence[str] = ("jaxops",),
+              donate: bool = False, grad: bool = True) -> Case:
+  """`base` under `jax.vmap` over a batch of `batch` examples.
+
+  Arguments with `in_axes` 0 get `batch` independent draws of `base`'s
+  generator stacked on a new leading axis; those with None are shared (the
+  first draw). The forms are `base`'s `forms` under `jax.vmap`, `batched`
+  (the equivalent single call of the batched operator, a function of the same
+  arguments) and, through `loop`, a Python loop of jitted calls of
+  `base.forms["jaxops"]`, one per example. The traffic floors are `batch`
+  times one example's.
+  """
+
+  def make_inputs(rng):
+    draws = [base.make_inputs(rng) for _ in range(batch)]
+    return tuple(np.stack([d[j] for d in draws]) if axis == 0 else draws[0][j]
+                 for j, axis in enumerate(in_axes))
+
+  t = base.traffic
+  traffic = Traffic(batch * t.streamed, batch * t.random_useful,
+                    batch * t.random_lines, batch * t.copy)
+  vmapped = {f: jax.vmap(base.forms[f], in_axes=in_axes) for f in forms}
+  axes = ", ".join("batched" if a == 0 else "shared" for a in in_axes)
+  return dataclasses.replace(
+      base, name=name, tier="vmap", make_inputs=make_inputs,
+      shapes=f"{batch} x ({base.shapes}); arguments {axes}",
+      forms={**vmapped, "batched": batched}, traffic=traffic,
+      grad_forms=("jaxops", "batched"),
+      openvino=None, onnx=None, torch=None, torch_inplace=None,
+      donate_argnum=base.donate_argnum if donate else None, sweep=None,
+      size=None, grad=grad, peers=False, loop=base.forms["jaxops"],
+      in_axes=tuple(in_axes), batch=batch)
+
+
 @dataclasses.dataclass
 class Runner:
-  """A variant ready to time: `call(setup())` runs it once."""
-  compile_s: float
+  """A variant ready to time: `call(setup())` runs it once.
+
+  `compile_s` is None for an eager runtime (PyTorch), which compiles nothing.
+  """
+  compile_s: float | None
   call: Callable[[Any], Any]
   outputs: Callable[[Any], list[np.ndarray]]
   setup: Callable[[], Any] = lambda: None
   note: str = ""
+  # What a call observed, e.g. {"donated": True} once XLA reused a donated
+  # buffer.
+  state: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -118,7 +176,10 @@ class Variant:
   name: str
   group: str  # "fwd" or "fwdbwd": variants of one group must agree bitwise
   build: Callable[[], Runner]
-  donated: bool = False
+  donated: bool = False  # writes into its data argument (donated, in place)
+  # The packages a peer variant needs (skipped with a note without them);
+  # empty for the JAX variants, which must always build.
+  requires: tuple[str, ...] = ()
 
 
 def small_ints(rng: np.random.Generator, shape: Sequence[int], high: int,
@@ -172,53 +233,37 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
     jax.block_until_ready(fresh[donate_argnum])
     return tuple(fresh)
 
-  state = {}
+  state: dict[str, Any] = {}
 
   def call(a):
     out = compiled(*a)
     state["donated"] = a[donate_argnum].is_deleted()
     return out
 
-  runner = Runner(compile_s, call, _leaves, setup=setup)
-  runner.state = state  # type: ignore[attr-defined]
-  return runner
+  return Runner(compile_s, call, _leaves, setup=setup, state=state)
 
 
-def plan_variants(case: Case, args: Sequence[jax.Array],
-                  weights: jax.Array, inputs: Sequence[np.ndarray],
-                  out_shape: tuple[int, ...], threads: int) -> list[Variant]:
-  """Every variant of `case`, forward group first, in a fixed order."""
-  from bench import runtimes
-  variants = []
-  # A sweep of a donatable op is about the donated (in-place) time; the
-  # out-of-place variants would only add the data copy to every point.
-  in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
-  for form, fn in case.forms.items():
-    if not in_place_sweep:
-      variants.append(Variant(form, "fwd",
-                              lambda fn=fn: jax_runner(fn, args)))
-  if case.donate_argnum is not None:
-    for form, fn in case.forms.items():
-      variants.append(Variant(
-          f"{form}.donated", "fwd",
-          lambda fn=fn: jax_runner(fn, args, case.donate_argnum),
-          donated=True))
-  if case.peers and case.openvino is not None:
-    variants.append(Variant(
-        "openvino", "fwd",
-        lambda: runtimes.openvino_runner(case.openvino, inputs, threads)))
-  if case.peers and case.onnx is not None:
-    variants.append(Variant(
-        "onnxruntime", "fwd",
-        lambda: runtimes.onnxruntime_runner(case.onnx(inputs), inputs,
-                                            out_shape, threads)))
-  if case.grad:
-    for form, fn in case.forms.items():
-      variants.append(Variant(
-          f"{form}.grad", "fwdbwd",
-          lambda fn=fn: jax_runner(fwd_bwd(fn, case.diff_argnums),
-                                   (*args, weights))))
-  return variants
+def loop_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
+                in_axes: Sequence[int | None]) -> Runner:
+  """A Python loop of jitted `fn` calls, one per example of the batch.
+
+  The examples are split off the batched arguments before the clock starts
+  (shared arguments are passed as they are); the outputs are stacked for the
+  bit-exactness check only, outside the clock.
+  """
+  batch = next(a.shape[0] for a, axis in zip(args, in_axes) if axis == 0)
+  examples = [tuple(a[b] if axis == 0 else a for a, axis in zip(args, in_axes))
+              for b in range(batch)]
+  jax.block_until_ready(examples)
+  start = time.perf_counter()
+  compiled = jax.jit(fn).lower(*examples[0]).compile()
+  compile_s = time.perf_counter() - start
+
+  def outputs(outs):
+    return [np.stack(leaves) for leaves in zip(*map(_leaves, outs))]
+
+  return Runner(compile_s, lambda ex: [compiled(*e) for e in ex], outputs,
+                setup=lambda: examples)
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:

@@ -16,6 +16,7 @@ Doctests run once, in the default 32-bit mode.
 
 from __future__ import annotations
 
+import chex
 import hypothesis
 import jax
 import pytest
@@ -24,6 +25,12 @@ MODES = ("x32", "x64")
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# 8 CPU devices for tests/test_sharding.py. XLA creates them only if asked
+# before JAX's CPU backend starts, so here, before any test runs; the default
+# device stays device 0. (chex asks through XLA_FLAGS, which subprocesses
+# inherit.)
+chex.set_n_cpu_devices(8)
 
 # The x64 mode is switched per test by the autouse fixture below, which is
 # function-scoped by design: it holds no state an example could leak.

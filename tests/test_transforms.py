@@ -18,6 +18,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxops
+from tests.support.asserts import assert_same
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +140,7 @@ def _loss(case):
 
 def test_jit_matches_eager(case):
   args = case.args()
-  np.testing.assert_array_equal(jax.jit(case.fn)(*args), case.fn(*args))
+  assert_same(jax.jit(case.fn)(*args), np.asarray(case.fn(*args)))
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -147,7 +148,7 @@ def test_vmap_all_args_matches_loop(case, axis):
   per_seed, stacked = _batched_args(case, axis)
   out = jax.vmap(case.fn, in_axes=axis, out_axes=axis)(*stacked)
   expected = np.stack([case.fn(*args) for args in per_seed], axis=axis)
-  np.testing.assert_array_equal(out, expected)
+  assert_same(out, expected)
 
 
 def test_vmap_each_arg_alone_matches_loop(case):
@@ -164,7 +165,7 @@ def test_vmap_each_arg_alone_matches_loop(case):
       loop_args = list(fixed)
       loop_args[argnum] = seed_args[argnum]
       expected.append(case.fn(*loop_args))
-    np.testing.assert_array_equal(out, np.stack(expected), err_msg=f"arg {argnum}")
+    assert_same(out, np.stack(expected), f"arg {argnum}")
 
 
 @pytest.mark.jax_modes("x64")  # finite differences need float64
@@ -239,7 +240,7 @@ def test_jvp_is_op_of_tangent(case):
     primals_out, tangent_out = jax.jvp(
         lambda x, i=i: case.fn(*args[:i], x, *args[i + 1:]), (args[i],),
         (tangent,))
-    np.testing.assert_array_equal(primals_out, case.fn(*args))
+    assert_same(primals_out, np.asarray(case.fn(*args)))
     linear_args = [np.zeros_like(a) if j in case.diff_argnums else a
                    for j, a in enumerate(args)]
     linear_args[i] = tangent

@@ -3,7 +3,13 @@
 Each case is written twice, as StridedSlice attributes and as the equivalent
 Python index (ints shrink, slices keep); the bit-exactness gate checks they
 agree. onnxruntime has no shrink, so its model is Slice followed by Squeeze
-(a free reshape) where the case shrinks a dim.
+(a free reshape) where the case shrinks a dim. PyTorch slicing takes no
+negative step: its form slices the same elements with a positive step, then
+`flip`s those dims (a copy); without a flip it `clone`s the slice, since a
+PyTorch slice is a view of its input while every other variant writes its
+output (XLA never returns a view of a non-donated input).
+The vmap case compares `jax.vmap(jaxops.strided_slice)` with the same slice
+given one more leading dim (begin/end masked).
 """
 
 from __future__ import annotations
@@ -13,10 +19,8 @@ import math
 import numpy as np
 
 import jaxops
-from bench import runtimes
-from bench.harness import CACHE_LINE, Case, Traffic, small_ints
-
-FUNCTION = "strided_slice"
+from bench import bars, runtimes
+from bench.harness import CACHE_LINE, Case, Traffic, small_ints, vmap_case
 
 
 def _line_traffic(data_shape, index) -> tuple[int, int]:
@@ -52,6 +56,32 @@ def _onnx(inputs, data_shape, index):
   return runtimes.onnx_model(nodes, inputs, inits)
 
 
+def _torch_form(data_shape, index):
+  """`data[index]` for PyTorch: positive steps, then `flip`."""
+  positive, flips, out_dim = [], [], 0
+  for axis, entry in enumerate(index):
+    if isinstance(entry, int):
+      positive.append(entry)
+      continue
+    picked = range(*entry.indices(data_shape[axis]))
+    if entry.step is not None and entry.step < 0 and len(picked):
+      positive.append(slice(picked[-1], picked[0] + 1, -picked.step))
+      flips.append(out_dim)
+    else:
+      positive.append(slice(picked.start, picked.stop, picked.step)
+                      if len(picked) else slice(0, 0))
+    out_dim += 1
+  positive = tuple(positive)
+
+  def fn(data):
+    import torch
+    out = data[positive]
+    return (out.flip(flips) if flips else
+            out.clone(memory_format=torch.contiguous_format))
+
+  return fn
+
+
 def case(name, tier, data_shape, attrs, index, *, sweep=None, size=None,
          grad=True, peers=True):
   """`attrs`: begin, end, strides and masks; `index`: the Python index."""
@@ -82,6 +112,7 @@ def case(name, tier, data_shape, attrs, index, *, sweep=None, size=None,
           d, np.asarray(begin, np.int64), np.asarray(end, np.int64),
           np.asarray(strides, np.int64), **masks),
       onnx=lambda inputs: _onnx(inputs, data_shape, index),
+      torch=_torch_form(data_shape, index),
       sweep=sweep, size=size, grad=grad, peers=peers)
 
 
@@ -96,6 +127,17 @@ _LARGE_INDEX = (slice(None, None, 2), slice(1, 64, 2), slice(None, None, -1),
                 slice(0, 64, 2))
 
 
+def vmap_slice(batch, data_shape) -> Case:
+  """`_LARGE` under vmap vs the same slice with a leading full dim."""
+  base = case("vmap", "vmap", data_shape, _LARGE, _LARGE_INDEX)
+  lead = dict(begin=[0, *_LARGE["begin"]], end=[0, *_LARGE["end"]],
+              strides=[1, *_LARGE["strides"]],
+              begin_mask=[1, *_LARGE["begin_mask"]],
+              end_mask=[1, *_LARGE["end_mask"]])
+  return vmap_case(base, "vmap_data", batch, (0,),
+                   lambda d: jaxops.strided_slice(d, **lead))
+
+
 def cases(smoke: bool) -> list[Case]:
   if smoke:
     ir_shape, sweep = (1, 2, 12, 20, 8), [2, 4, 8, 16, 32]
@@ -107,8 +149,22 @@ def cases(smoke: bool) -> list[Case]:
     tail = (64, 64, 64)
   ir_attrs = dict(_IR, end=[1, 0, *ir_shape[2:]])
   out = [case("ir_shrink", "ir", ir_shape, ir_attrs, _IR_INDEX),
-         case("large", "large", (large, *tail), _LARGE, _LARGE_INDEX)]
+         case("large", "large", (large, *tail), _LARGE, _LARGE_INDEX),
+         vmap_slice(4, (2, 16, 16, 16)) if smoke else
+         vmap_slice(16, (2, 32, 64, 64))]
   out += [case(f"sweep_n{n}", "sweep", (n, *tail), _LARGE, _LARGE_INDEX,
                sweep="data_elements", size=n * math.prod(tail), grad=False,
                peers=False) for n in sweep]
   return out
+
+
+BARS = (
+    bars.VsPeers("forward at or ahead of the fastest peer (calls above 1 ms)",
+                 min_s=1e-3),
+    bars.VsPeers("IR-example forward within 1.5x of the fastest peer",
+                 at_most=1.5, tiers=("ir",)),
+    bars.Ratio("vmap within 1.25x of the same slice with a leading dim",
+               (("jaxops", "batched"), ("jaxops.grad", "batched.grad")),
+               at_most=1.25, tiers=("vmap",)),
+    bars.Compile("compile under 2 s"),
+)

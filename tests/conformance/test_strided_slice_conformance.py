@@ -32,6 +32,7 @@ import pytest
 
 import jaxops
 from tests.support import oracles
+from tests.support.asserts import assert_same
 from tests.support.strided_slice import MASK_NAMES, SPEC_EXAMPLES, Spec, random_spec
 
 N_RANDOM = 300
@@ -144,9 +145,7 @@ def _check(spec: Spec, x: np.ndarray) -> None:
   oracle, want = expected_output(spec, x)
   got = np.asarray(jaxops.strided_slice(x, spec.begin, spec.end,
                                         **spec.kwargs()))
-  assert got.dtype == x.dtype
-  assert got.shape == want.shape, f"{oracle}: {spec}"
-  np.testing.assert_array_equal(got, want, err_msg=f"{oracle}: {spec}")
+  assert_same(got, want, f"{oracle}: {spec}")
   assert jaxops.shapes.strided_slice(spec.data_shape, spec.begin, spec.end,
                                      **spec.kwargs()) == openvino_shape(spec)
 
@@ -195,7 +194,7 @@ def test_cpu_plugin_takes_element_0_for_begin_mask_on_shrunk_dim():
   spec = Spec((4, 4), (-1,), (2,), (-1,), begin_mask=(1,),
               shrink_axis_mask=(1,))
   x = _data(spec.data_shape, np.float32)
-  np.testing.assert_array_equal(_cpu(spec, x), x[0])
-  np.testing.assert_array_equal(_reference(spec, x), x[-1])
-  np.testing.assert_array_equal(
-      jaxops.strided_slice(x, spec.begin, spec.end, **spec.kwargs()), x[-1])
+  assert_same(_cpu(spec, x), x[0])
+  assert_same(_reference(spec, x), x[-1])
+  assert_same(jaxops.strided_slice(x, spec.begin, spec.end, **spec.kwargs()),
+              x[-1])

@@ -14,7 +14,7 @@ import pathlib
 import time
 from collections.abc import Callable
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def subprocess_env(**overrides: str) -> dict[str, str]:

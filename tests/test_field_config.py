@@ -1,0 +1,403 @@
+"""The operators in the configurations users run, not only in ours.
+
+* Eager == jit: for every operator, input form (JAX and NumPy arrays of any
+  width, Python lists and scalars) and mode, the eager and the jitted call give
+  the same value, dtype and shape, or raise the same exception type. (Concrete
+  out-of-range indices are the one documented difference: eager raises
+  IndexError, jit applies the mode; see docs/semantics.md#out-of-range-indices.)
+* No effects: nothing in the default path carries an effect, so
+  `jax.export` works for every platform list, and a serialized round trip on
+  CPU is bit-identical to the direct call, forward, grad, jvp and vmap.
+* Permissive user configurations keep working (the suite itself runs strict).
+* Retracing: equivalent static attributes reuse the compiled program.
+* StridedSlice attributes over the whole int64 range.
+
+Every test runs in both x64 modes (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+from jax.experimental import checkify
+
+import jaxops
+from tests.support.asserts import assert_same
+
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+INT64 = np.iinfo(np.int64)
+
+# ---------------------------------------------------------------------------
+# Field reports, each a test that failed before the fix.
+
+
+def test_x32_numpy_float64_updates_take_canonical_dtype():
+  args = (np.zeros((4, 5)), np.array([[0], [2]]), np.ones((2, 5)))
+  eager = jaxops.scatter_nd_update(*args)
+  assert_same(eager, np.array(jax.jit(jaxops.scatter_nd_update)(*args)))
+  assert_same(eager, np.where(np.arange(4)[:, None] % 2 == 0, 1.0,
+                              np.zeros((4, 5))))
+
+
+def test_jax_float32_data_with_numpy_float64_updates(jax_mode):
+  data = jnp.zeros((4, 5), jnp.float32)
+  updates = np.ones((2, 5))
+  call = functools.partial(jaxops.scatter_nd_update, data, np.array([[0], [2]]))
+  if jax_mode == "x32":  # float64 is float32 here, as under jit
+    assert_same(call(updates), np.array(jax.jit(call)(updates)))
+    return
+  for fn in (call, jax.jit(call)):
+    with pytest.raises(TypeError, match=r"updates dtype float64 must equal "
+                       r"data dtype float32"):
+      fn(updates)
+
+
+@pytest.mark.parametrize("rank", ["raise", "warn"])
+@pytest.mark.parametrize("dtype", ["strict", "standard"])
+def test_works_under_every_promotion_config(rank, dtype):
+  with jax.numpy_rank_promotion(rank), jax.numpy_dtype_promotion(dtype):
+    data = np.arange(20.0, dtype=np.float32).reshape(4, 5)
+    out = jaxops.gather_nd(data, np.array([[1, 2], [-1, 0]]))
+    assert_same(out, np.array([7.0, 15.0], np.float32))
+    out = jaxops.scatter_nd_update(data, np.array([[0], [-1]]),
+                                   np.ones((2, 5), np.float32))
+    assert_same(out[::3], np.ones((2, 5), np.float32))
+    grad = jax.grad(lambda d: jaxops.gather_elements(
+        d, np.array([[0], [1]]), axis=1).sum())(data[:2])
+    assert_same(grad[:, :2], np.eye(2, dtype=np.float32))
+
+
+@pytest.mark.parametrize("stop,stride,begin_mask,end_mask", [
+    (-6, -2**63, 0, 0), (0, -2**63, 0, 0), (0, -2**63, 1, 1),
+    (-6, INT64.min, 0, 1), (5, INT64.max, 1, 0)])
+def test_strided_slice_extreme_strides(stop, stride, begin_mask, end_mask):
+  """What tf.strided_slice returns: one element, for x[-1:-6:-2**63] etc."""
+  x = np.arange(5.0, dtype=np.float32)
+  start = -1 if stride < 0 else 0
+  out = jaxops.strided_slice(x, [start], [stop], [stride],
+                             begin_mask=[begin_mask], end_mask=[end_mask])
+  expected = x[4:5] if stride < 0 else x[0:1]
+  assert_same(out, expected)
+  assert jaxops.shapes.strided_slice(
+      x.shape, [start], [stop], [stride], begin_mask=[begin_mask],
+      end_mask=[end_mask]) == expected.shape
+
+
+# ---------------------------------------------------------------------------
+# Operators and their argument forms.
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+  """One operator call: static attributes closed over, array args free."""
+  name: str
+  fn: Callable[..., jax.Array]
+  args: tuple[Any, ...]          # canonical NumPy arguments, valid indices
+  diff_argnums: tuple[int, ...]  # the float arguments
+
+
+def _data(shape=(4, 5)):
+  return np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape)
+
+
+_GATHER_ND_INDICES = np.array([[1, -1], [0, 2], [-4, 0]])
+_GATHER_ELEMENTS_INDICES = np.array([[0, -1, 2], [4, 1, -5]])
+_SCATTER_INDICES = np.array([[2], [-4], [2]])  # a duplicate: last wins
+_SCATTER_UPDATES = np.arange(10, 25, dtype=np.float32).reshape(3, 5)
+
+
+def _ops() -> list[Op]:
+  ops = []
+  for mode in ("fill", "clip", "promise_in_bounds"):
+    ops.append(Op(f"gather_nd_{mode}", functools.partial(
+        jaxops.gather_nd, mode=mode), (_data(), _GATHER_ND_INDICES), (0,)))
+    ops.append(Op(f"gather_nd_batch1_{mode}", functools.partial(
+        jaxops.gather_nd, batch_dims=1, mode=mode),
+                  (_data(), np.array([[0], [4], [-1], [2]])), (0,)))
+    ops.append(Op(f"gather_elements_{mode}", functools.partial(
+        jaxops.gather_elements, axis=1, mode=mode),
+                  (_data()[:2], _GATHER_ELEMENTS_INDICES), (0,)))
+  for mode in ("drop", "clip", "promise_in_bounds"):
+    for unique in (False, True):
+      indices = _SCATTER_INDICES[:2] if unique else _SCATTER_INDICES
+      updates = _SCATTER_UPDATES[:2] if unique else _SCATTER_UPDATES
+      ops.append(Op(
+          f"scatter_nd_update_{mode}{'_unique' if unique else ''}",
+          functools.partial(jaxops.scatter_nd_update, mode=mode,
+                            unique_indices=unique),
+          (_data(), indices, updates), (0, 2)))
+  ops.append(Op("strided_slice", functools.partial(
+      jaxops.strided_slice, begin=[-1, 0, 0], end=[0, 0, 5],
+      strides=[-2, 1, 2], end_mask=[0, 1], new_axis_mask=[0, 0, 1]),
+                (_data(),), (0,)))
+  ops.append(Op("strided_slice_shrink", functools.partial(
+      jaxops.strided_slice, begin=[1, -1], end=[0, 0],
+      shrink_axis_mask=[1, 0], begin_mask=[0, 1], strides=[1, -1]),
+                (_data(),), (0,)))
+  return ops
+
+
+OPS = _ops()
+OP_IDS = [op.name for op in OPS]
+
+
+def _forms(value: np.ndarray) -> dict[str, Any]:
+  """The forms a user may pass one argument in."""
+  forms = {"numpy": value, "jax": jnp.asarray(value), "list": value.tolist()}
+  if np.issubdtype(value.dtype, np.floating):
+    forms["numpy_float64"] = value.astype(np.float64)
+    forms["numpy_float16"] = value.astype(np.float16)  # a real dtype mismatch
+  else:
+    for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8 if
+                  value.min() >= 0 else np.int16):
+      forms[f"numpy_{np.dtype(dtype).name}"] = value.astype(dtype)
+    forms["jax_int32"] = jnp.asarray(value, jnp.int32)
+  return forms
+
+
+def _outcome(fn, args):
+  try:
+    return "value", fn(*args)
+  except Exception as e:  # compared by type with the other call's outcome
+    return "raised", type(e)
+
+
+def _cases(op: Op):
+  for argnum, value in enumerate(op.args):
+    for form, converted in _forms(value).items():
+      args = list(op.args)
+      args[argnum] = converted
+      yield f"arg{argnum}_{form}", tuple(args)
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_eager_equals_jit_for_every_input_form(op):
+  jitted = jax.jit(op.fn)
+  for label, args in _cases(op):
+    eager_kind, eager = _outcome(op.fn, args)
+    jit_kind, jit = _outcome(jitted, args)
+    assert eager_kind == jit_kind, (label, eager, jit)
+    if eager_kind == "raised":
+      assert eager is jit, (label, eager, jit)
+    else:
+      assert_same(eager, np.asarray(jit), label)
+
+
+def test_eager_equals_jit_for_python_scalar_updates():
+  """A 0-d update as a Python scalar: weakly typed under jit, as eagerly."""
+  update = functools.partial(jaxops.scatter_nd_update, np.zeros(3, np.float16),
+                             np.array([1]))
+  for value in (2, 2.5):
+    assert_same(update(value), np.array(jax.jit(update)(value)))
+  int_update = functools.partial(jaxops.scatter_nd_update,
+                                 np.zeros(3, np.int32), np.array([1]))
+  assert_same(int_update(2), np.array(jax.jit(int_update)(2)))
+  for fn in (int_update, jax.jit(int_update)):
+    with pytest.raises(TypeError, match="updates given as a Python float"):
+      fn(2.5)
+    with pytest.raises(TypeError, match="updates dtype bool must equal"):
+      fn(True)
+
+
+# ---------------------------------------------------------------------------
+# No effects, and jax.export for every platform.
+
+
+def _transformed(op: Op, transform: str):
+  """(function of op.args, its arguments) for one transformation."""
+  args = op.args
+  if transform == "fwd":
+    return op.fn, args
+  if transform == "grad":
+    loss = lambda *a: jnp.sum(jnp.sin(op.fn(*a)))
+    return jax.grad(loss, argnums=op.diff_argnums), args
+  if transform == "jvp":
+    tangents = tuple(np.ones_like(a) if i in op.diff_argnums else
+                     np.zeros(a.shape, jax.dtypes.float0)
+                     for i, a in enumerate(args))
+    return (lambda *a: jax.jvp(op.fn, a, tangents)), args
+  assert transform == "vmap"
+  return jax.vmap(op.fn), tuple(np.stack([a, a]) for a in args)
+
+
+@pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_export_every_platform_round_trips(op, transform):
+  fn, args = _transformed(op, transform)
+  assert not jax.make_jaxpr(fn)(*args).effects
+  exported = jax.export.export(jax.jit(fn), platforms=PLATFORMS)(*args)
+  assert exported.platforms == PLATFORMS
+  restored = jax.export.deserialize(exported.serialize())
+  for got, want in zip(jax.tree.leaves(restored.call(*args)),
+                       jax.tree.leaves(jax.jit(fn)(*args))):
+    assert_same(got, np.asarray(want))
+
+
+def test_checkify_still_reports_dropped_scatter_tuples():
+  checked = checkify.checkify(jax.jit(jaxops.scatter_nd_update),
+                              errors=checkify.user_checks)
+  err, out = checked(_data(), np.array([[1], [9]]), _SCATTER_UPDATES[:2])
+  with pytest.raises(checkify.JaxRuntimeError, match=r"ScatterNDUpdate-3: an "
+                     r"index tuple is out of range for the indexed dims \(4,\)"):
+    err.throw()
+  assert_same(out[1], _SCATTER_UPDATES[0])
+  err, _ = checked(_data(), np.array([[1], [-4]]), _SCATTER_UPDATES[:2])
+  assert err.get() is None
+
+
+# ---------------------------------------------------------------------------
+# Retracing: equivalent static attributes, one program.
+
+
+@contextlib.contextmanager
+def _count_traces():
+  """Counts jaxpr traces (every jit trace, inner ones included)."""
+  events = []
+
+  def listener(name, duration, **kwargs):
+    del duration, kwargs
+    if name == "/jax/core/compile/jaxpr_trace_duration":
+      events.append(name)
+
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    yield events
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+
+
+_EQUIVALENT_ATTRIBUTES = {
+    "gather_nd_batch_dims": (
+        lambda d, i, b: jaxops.gather_nd(d, i, batch_dims=b),
+        (_data(), np.array([[0], [4], [-1], [2]])),
+        [1, np.int64(1), np.array(1, np.int32)]),
+    "gather_elements_axis": (
+        lambda d, i, a: jaxops.gather_elements(d, i, axis=a),
+        (_data()[:2], _GATHER_ELEMENTS_INDICES),
+        [1, -1, np.int32(-1), np.array(1)]),
+    "gather_fill_value": (
+        lambda d, i, f: jaxops.gather_nd(d, i, fill_value=f),
+        (_data(), _GATHER_ND_INDICES), [0.5, np.float32(0.5), np.array(0.5)]),
+    "scatter_unique_indices": (
+        lambda d, i, u, q: jaxops.scatter_nd_update(d, i, u, unique_indices=q),
+        (_data(), _SCATTER_INDICES[:2], _SCATTER_UPDATES[:2]),
+        [True, np.bool_(True)]),
+    "strided_slice_spec": (
+        lambda d, s: jaxops.strided_slice(d, *s[:3], **s[3]),
+        (_data(),),
+        [([-1, 0], [0, 0], [-2, 1], {"end_mask": [0, 1]}),
+         ((-1, 0), (0, 0), (-2, 1), {"end_mask": (0, 1, 0, 0)}),
+         (np.array([-1, 0]), np.array([0, 9]), np.array([-2, 1]),
+          {"end_mask": 2, "begin_mask": 0}),
+         ([-1, 0], [0, 0], [-2, 1], {"end_mask": np.array([0, 1])})]),
+}
+
+
+@pytest.mark.parametrize("name", _EQUIVALENT_ATTRIBUTES)
+def test_equivalent_attributes_do_not_retrace(name):
+  call, args, variants = _EQUIVALENT_ATTRIBUTES[name]
+  first = call(*args, variants[0])
+  for variant in variants[1:]:
+    with _count_traces() as eager_traces:
+      out = call(*args, variant)
+    assert not eager_traces, (name, variant)
+    assert_same(out, np.asarray(first))
+  # Under an outer jit only the outer function is traced; the operator's own
+  # program is reused.
+  jax.jit(lambda *a: call(*a, variants[0]))(*args)
+  for variant in variants[1:]:
+    with _count_traces() as outer_traces:
+      jax.jit(lambda *a, v=variant: call(*a, v))(*args)
+    assert len(outer_traces) == 1, (name, variant, len(outer_traces))
+
+
+# ---------------------------------------------------------------------------
+# StridedSlice attributes over the whole int64 range.
+
+_EXTREMES = st.sampled_from([INT64.min, INT64.min + 1, -2**32, -7, -6, -5, -1,
+                             0, 1, 4, 5, 6, 2**32, INT64.max - 1, INT64.max])
+_INT64 = st.one_of(_EXTREMES, st.integers(INT64.min, INT64.max),
+                   st.integers(-8, 8))
+
+
+@st.composite
+def _int64_specs(draw):
+  shape = tuple(draw(st.lists(st.integers(0, 5), min_size=1, max_size=3)))
+  m = draw(st.integers(1, 4))
+  values = [draw(st.lists(_INT64, min_size=m, max_size=m)) for _ in range(3)]
+  kinds = draw(st.lists(st.sampled_from(
+      ["slice", "slice", "slice", "begin", "end", "both", "new_axis",
+       "shrink", "ellipsis"]), min_size=m, max_size=m))
+  return shape, values, kinds
+
+
+def _masks(kinds):
+  bits = {"begin_mask": ("begin", "both"), "end_mask": ("end", "both"),
+          "new_axis_mask": ("new_axis",), "shrink_axis_mask": ("shrink",),
+          "ellipsis_mask": ("ellipsis",)}
+  return {name: [int(kind in which) for kind in kinds]
+          for name, which in bits.items()}
+
+
+def _numpy_index(shape, begin, end, strides, kinds):
+  """The spec as a NumPy index, or None where jaxops must raise ValueError.
+
+  Python slicing with the runtime's one difference (docs/semantics.md#ss-8):
+  with a negative stride, a begin still below 0 after adding the size starts
+  at element 0.
+  """
+  if kinds.count("ellipsis") > 1:
+    return None
+  named = sum(kind not in ("new_axis", "ellipsis") for kind in kinds)
+  if named > len(shape):
+    return None
+  index, dim = [], 0
+  for kind, b, e, k in zip(kinds, begin, end, strides):
+    if kind == "ellipsis":
+      index.append(Ellipsis)
+      dim += len(shape) - named
+    elif kind == "new_axis":
+      index.append(None)
+    elif kind == "shrink":
+      size = shape[dim]
+      if not -size <= b < size:
+        return None
+      index.append(b)
+      dim += 1
+    else:
+      if k == 0:
+        return None
+      size = shape[dim]
+      if k < 0 and b < -size and kind not in ("begin", "both"):
+        b = 0
+      index.append(slice(None if kind in ("begin", "both") else b,
+                         None if kind in ("end", "both") else e, k))
+      dim += 1
+  return tuple(index)
+
+
+@hypothesis.settings(max_examples=200, deadline=None, derandomize=True)
+@hypothesis.given(_int64_specs())
+def test_strided_slice_int64_attributes(spec):
+  shape, (begin, end, strides), kinds = spec
+  x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+  masks = _masks(kinds)
+  index = _numpy_index(shape, begin, end, strides, kinds)
+  if index is None:
+    with pytest.raises(ValueError, match=r"^StridedSlice-1: "):
+      jaxops.strided_slice(x, begin, end, strides, **masks)
+    return
+  expected = x[index]
+  assert_same(jaxops.strided_slice(x, begin, end, strides, **masks), expected)
+  assert jaxops.shapes.strided_slice(shape, begin, end, strides,
+                                     **masks) == expected.shape
