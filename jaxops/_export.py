@@ -67,12 +67,16 @@ def _make_state() -> Any:
   """A thread-local JAX config state in the trace context, or None."""
   try:
     from jax._src import config as jax_config
+
     state = jax_config.config_states.get(_STATE_NAME)
     if state is None:
       state = jax_config.enum_state(
-          _STATE_NAME, (_OFF, _PRIMITIVES, _NORMAL), _OFF,
-          help="Set by jaxops.onnx.to_onnx while it traces; not a user "
-          "setting.", include_in_trace_context=True)
+        _STATE_NAME,
+        (_OFF, _PRIMITIVES, _NORMAL),
+        _OFF,
+        help="Set by jaxops.onnx.to_onnx while it traces; not a user setting.",
+        include_in_trace_context=True,
+      )
     return state
   except Exception:  # An older JAX: a plain thread-local value instead.
     return None
@@ -115,6 +119,7 @@ def exporting() -> contextlib.AbstractContextManager[None]:
 def _ops():
   # Imported late: the operator modules import this one.
   import jaxops
+
   return jaxops
 
 
@@ -143,9 +148,12 @@ def _index_array(indices: Any) -> jax.Array:
   return jnp.asarray(_common.as_array_like(indices))
 
 
-def _define(name: str, impl: Callable[..., Any],
-            abstract_eval: Callable[..., Any],
-            batching_rule: Callable[..., Any]) -> Primitive:
+def _define(
+  name: str,
+  impl: Callable[..., Any],
+  abstract_eval: Callable[..., Any],
+  batching_rule: Callable[..., Any],
+) -> Primitive:
   prim = Primitive(name)
   prim.def_impl(impl)
   prim.def_abstract_eval(abstract_eval)
@@ -184,8 +192,14 @@ def _batch_size(args, dims) -> int:
 
 
 def _gather_nd_impl(data, indices, *, batch_dims, mode, fill_value):
-  return _normal(_ops().gather_nd, data, indices, batch_dims, mode=mode,
-                 fill_value=fill_value)
+  return _normal(
+    _ops().gather_nd,
+    data,
+    indices,
+    batch_dims,
+    mode=mode,
+    fill_value=fill_value,
+  )
 
 
 def _gather_nd_abstract(data, indices, *, batch_dims, mode, fill_value):
@@ -214,40 +228,56 @@ def _gather_nd_batch(args, dims, *, batch_dims, **params):
   return out, out.ndim - 1
 
 
-gather_nd_p = _define("jaxops_gather_nd", _gather_nd_impl, _gather_nd_abstract,
-                      _gather_nd_batch)
+gather_nd_p = _define(
+  "jaxops_gather_nd", _gather_nd_impl, _gather_nd_abstract, _gather_nd_batch
+)
 
 
-def gather_nd(data: Any, indices: Any, batch_dims: Any, mode: Any,
-              fill_value: Any) -> jax.Array:
+def gather_nd(
+  data: Any, indices: Any, batch_dims: Any, mode: Any, fill_value: Any
+) -> jax.Array:
   """`jaxops.gather_nd` while exporting."""
   ops = _ops()
-  _validate(lambda: ops.gather_nd(data, indices, batch_dims, mode=mode,
-                                  fill_value=fill_value))
+  _validate(
+    lambda: ops.gather_nd(
+      data, indices, batch_dims, mode=mode, fill_value=fill_value
+    )
+  )
   data = jnp.asarray(data)
   indices = _index_array(indices)
   b = operator.index(batch_dims)
   k = indices.shape[-1]
-  out_shape = indices.shape[:-1] + data.shape[b + k:]
+  out_shape = indices.shape[:-1] + data.shape[b + k :]
   if k == 0:
     # Every tuple selects all of its batch position's data: a broadcast.
     lead = indices.ndim - 1
     dims = tuple(range(b)) + tuple(range(lead, lead + data.ndim - b))
     return lax.broadcast_in_dim(data, out_shape, dims)
-  if 0 in data.shape[b:b + k] and 0 not in out_shape:
-    return _normal(ops.gather_nd, data, indices, b, mode=mode,
-                   fill_value=fill_value)
+  if 0 in data.shape[b : b + k] and 0 not in out_shape:
+    return _normal(
+      ops.gather_nd, data, indices, b, mode=mode, fill_value=fill_value
+    )
   return gather_nd_p.bind(
-      data, indices, batch_dims=b, mode=mode,
-      fill_value=_common.static_fill_value(fill_value, "GatherND-8"))
+    data,
+    indices,
+    batch_dims=b,
+    mode=mode,
+    fill_value=_common.static_fill_value(fill_value, "GatherND-8"),
+  )
 
 
 # GatherElements-11/13 --------------------------------------------------------
 
 
 def _gather_elements_impl(data, indices, *, axis, mode, fill_value):
-  return _normal(_ops().gather_elements, data, indices, axis, mode=mode,
-                 fill_value=fill_value)
+  return _normal(
+    _ops().gather_elements,
+    data,
+    indices,
+    axis,
+    mode=mode,
+    fill_value=fill_value,
+  )
 
 
 def _gather_elements_abstract(data, indices, *, axis, mode, fill_value):
@@ -260,44 +290,66 @@ def _gather_elements_batch(args, dims, *, axis, **params):
   # The node has no batch dims: both operands get the vmapped dim in front
   # (an unbatched one broadcast), and the axis moves one back.
   size = _batch_size(args, dims)
-  data, indices = (_move_to(x, d, 0) if _mapped(d) else
-                   _broadcast_front(x, size) for x, d in zip(args, dims))
+  data, indices = (
+    _move_to(x, d, 0) if _mapped(d) else _broadcast_front(x, size)
+    for x, d in zip(args, dims)
+  )
   return gather_elements_p.bind(data, indices, axis=axis + 1, **params), 0
 
 
-gather_elements_p = _define("jaxops_gather_elements", _gather_elements_impl,
-                            _gather_elements_abstract, _gather_elements_batch)
+gather_elements_p = _define(
+  "jaxops_gather_elements",
+  _gather_elements_impl,
+  _gather_elements_abstract,
+  _gather_elements_batch,
+)
 
 
-def gather_elements(data: Any, indices: Any, axis: Any, mode: Any,
-                    fill_value: Any) -> jax.Array:
+def gather_elements(
+  data: Any, indices: Any, axis: Any, mode: Any, fill_value: Any
+) -> jax.Array:
   """`jaxops.gather_elements` while exporting."""
   ops = _ops()
-  _validate(lambda: ops.gather_elements(data, indices, axis, mode=mode,
-                                        fill_value=fill_value))
+  _validate(
+    lambda: ops.gather_elements(
+      data, indices, axis, mode=mode, fill_value=fill_value
+    )
+  )
   data = jnp.asarray(data)
   indices = _index_array(indices)
   a = operator.index(axis) % data.ndim
   if data.shape[a] == 0 and indices.size:
-    return _normal(ops.gather_elements, data, indices, a, mode=mode,
-                   fill_value=fill_value)
+    return _normal(
+      ops.gather_elements, data, indices, a, mode=mode, fill_value=fill_value
+    )
   return gather_elements_p.bind(
-      data, indices, axis=a, mode=mode,
-      fill_value=_common.static_fill_value(fill_value, "GatherElements-13"))
+    data,
+    indices,
+    axis=a,
+    mode=mode,
+    fill_value=_common.static_fill_value(fill_value, "GatherElements-13"),
+  )
 
 
 # ScatterNDUpdate-3 -----------------------------------------------------------
 
 
 def _scatter_impl(data, indices, updates, *, mode, unique_indices):
-  return _normal(_ops().scatter_nd_update, data, indices, updates, mode=mode,
-                 unique_indices=unique_indices)
+  return _normal(
+    _ops().scatter_nd_update,
+    data,
+    indices,
+    updates,
+    mode=mode,
+    unique_indices=unique_indices,
+  )
 
 
 def _scatter_abstract(data, indices, updates, *, mode, unique_indices):
   del mode, unique_indices
-  shape = _ops().shapes.scatter_nd_update(data.shape, indices.shape,
-                                          updates.shape)
+  shape = _ops().shapes.scatter_nd_update(
+    data.shape, indices.shape, updates.shape
+  )
   return _shaped(shape, data.dtype)
 
 
@@ -308,16 +360,18 @@ def _scatter_batch(args, dims, **params):
   if not _mapped(indices_dim):
     # Same tuples for every batch position: the vmapped dim goes last in data
     # (so it is part of every updated slice) and in updates.
-    data, updates = (_move_to(x, d, -1) if _mapped(d) else
-                     _broadcast_back(x, size)
-                     for x, d in ((data, data_dim), (updates, updates_dim)))
+    data, updates = (
+      _move_to(x, d, -1) if _mapped(d) else _broadcast_back(x, size)
+      for x, d in ((data, data_dim), (updates, updates_dim))
+    )
     out = scatter_nd_update_p.bind(data, indices, updates, **params)
     return out, out.ndim - 1
   # Tuples per batch position: each gets its position as a leading
   # coordinate, so positions never collide and the order within one is kept.
-  data, indices, updates = (_move_to(x, d, 0) if _mapped(d) else
-                            _broadcast_front(x, size)
-                            for x, d in zip(args, dims))
+  data, indices, updates = (
+    _move_to(x, d, 0) if _mapped(d) else _broadcast_front(x, size)
+    for x, d in zip(args, dims)
+  )
   if jnp.iinfo(indices.dtype).max < size - 1:
     indices = indices.astype(jnp.int32)
   position = lax.broadcasted_iota(indices.dtype, indices.shape[:-1] + (1,), 0)
@@ -325,35 +379,55 @@ def _scatter_batch(args, dims, **params):
   return scatter_nd_update_p.bind(data, indices, updates, **params), 0
 
 
-scatter_nd_update_p = _define("jaxops_scatter_nd_update", _scatter_impl,
-                              _scatter_abstract, _scatter_batch)
+scatter_nd_update_p = _define(
+  "jaxops_scatter_nd_update", _scatter_impl, _scatter_abstract, _scatter_batch
+)
 
 
-def scatter_nd_update(data: Any, indices: Any, updates: Any, mode: Any,
-                      unique_indices: Any) -> jax.Array:
+def scatter_nd_update(
+  data: Any, indices: Any, updates: Any, mode: Any, unique_indices: Any
+) -> jax.Array:
   """`jaxops.scatter_nd_update` while exporting."""
   ops = _ops()
-  _validate(lambda: ops.scatter_nd_update(data, indices, updates, mode=mode,
-                                          unique_indices=unique_indices))
+  _validate(
+    lambda: ops.scatter_nd_update(
+      data, indices, updates, mode=mode, unique_indices=unique_indices
+    )
+  )
   data = jnp.asarray(data)
   indices = _index_array(indices)
   updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
   k = indices.shape[-1]
   n = math.prod(indices.shape[:-1])
   if k == 0 or n == 0 or data.size == 0:
-    return _normal(ops.scatter_nd_update, data, indices, updates, mode=mode,
-                   unique_indices=unique_indices)
+    return _normal(
+      ops.scatter_nd_update,
+      data,
+      indices,
+      updates,
+      mode=mode,
+      unique_indices=unique_indices,
+    )
   expected = indices.shape[:-1] + data.shape[k:]
   if updates.shape != expected:
     updates = jnp.reshape(updates, expected)  # the (1,) form of a 0-d update
-  return scatter_nd_update_p.bind(data, indices, updates, mode=mode,
-                                  unique_indices=bool(unique_indices))
+  return scatter_nd_update_p.bind(
+    data, indices, updates, mode=mode, unique_indices=bool(unique_indices)
+  )
 
 
 # StridedSlice-1 --------------------------------------------------------------
 
-_SPEC_NAMES = ("begin", "end", "strides", "begin_mask", "end_mask",
-               "new_axis_mask", "shrink_axis_mask", "ellipsis_mask")
+_SPEC_NAMES = (
+  "begin",
+  "end",
+  "strides",
+  "begin_mask",
+  "end_mask",
+  "new_axis_mask",
+  "shrink_axis_mask",
+  "ellipsis_mask",
+)
 
 
 def _strided_slice_impl(data, *, batch_ndim, **spec):
@@ -374,8 +448,12 @@ def _strided_slice_batch(args, dims, *, batch_ndim, **spec):
   return strided_slice_p.bind(data, batch_ndim=batch_ndim + 1, **spec), 0
 
 
-strided_slice_p = _define("jaxops_strided_slice", _strided_slice_impl,
-                          _strided_slice_abstract, _strided_slice_batch)
+strided_slice_p = _define(
+  "jaxops_strided_slice",
+  _strided_slice_impl,
+  _strided_slice_abstract,
+  _strided_slice_batch,
+)
 
 
 def _hashable(value: Any) -> Any:
@@ -389,13 +467,13 @@ def strided_slice(data: Any, *spec: Any) -> jax.Array:
   """`jaxops.strided_slice` while exporting; `spec` in positional order."""
   ops = _ops()
   _validate(lambda: ops.strided_slice(data, *spec))
-  spec = dict(zip(_SPEC_NAMES, map(_hashable, spec)))
-  return strided_slice_p.bind(jnp.asarray(data), batch_ndim=0, **spec)
+  params = dict(zip(_SPEC_NAMES, map(_hashable, spec)))
+  return strided_slice_p.bind(jnp.asarray(data), batch_ndim=0, **params)
 
 
-def slice_plan(data_shape: tuple[int, ...], spec: dict[str, Any]
-               ) -> tuple[list[tuple[int, int, int, int]], tuple[int, ...],
-                          tuple[int, ...]]:
+def slice_plan(
+  data_shape: tuple[int, ...], spec: dict[str, Any]
+) -> tuple[list[tuple[int, int, int, int]], tuple[int, ...], tuple[int, ...]]:
   """The ONNX Slice of a StridedSlice spec on `data_shape`.
 
   Returns `(slices, sliced_shape, out_shape)`: `(axis, start, end, step)` for
@@ -404,10 +482,12 @@ def slice_plan(data_shape: tuple[int, ...], spec: dict[str, Any]
   shape after the new and shrunk axes.
   """
   from jaxops import _strided_slice
+
   plan = _strided_slice._plan(data_shape, **spec)
   slices, sliced_shape = [], []
   for axis, (size, lo, hi, step) in enumerate(
-      zip(data_shape, plan.start, plan.limit, plan.step)):
+    zip(data_shape, plan.start, plan.limit, plan.step)
+  ):
     sliced_shape.append(len(range(lo, hi, step)))
     if axis in plan.reverse:
       # The elements hi - 1, hi - 1 - step, ..., lo.

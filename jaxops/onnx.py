@@ -26,9 +26,11 @@ from jaxops import _export
 
 # The extra's pins, also in pyproject.toml's [project.optional-dependencies].
 SUPPORTED_JAX2ONNX = ">=0.17.1,<0.18"
-_MISSING = ("jaxops.onnx needs the optional 'onnx' extra (jax2onnx "
-            f"{SUPPORTED_JAX2ONNX} and onnx; Python >= 3.11): "
-            "pip install 'jaxops[onnx]'")
+_MISSING = (
+  "jaxops.onnx needs the optional 'onnx' extra (jax2onnx "
+  f"{SUPPORTED_JAX2ONNX} and onnx; Python >= 3.11): "
+  "pip install 'jaxops[onnx]'"
+)
 _EXTRA_MODULES = ("jax2onnx", "onnx", "onnx_ir")
 
 
@@ -43,8 +45,9 @@ def _load_exporter() -> Any:
     if isinstance(e, ModuleNotFoundError) and missing in _EXTRA_MODULES:
       raise ImportError(f"{_MISSING} ({e})") from e
     raise ImportError(
-        f"{_MISSING}; the installed jax2onnx does not provide the plugin "
-        f"API jaxops uses ({e})") from e
+      f"{_MISSING}; the installed jax2onnx does not provide the plugin "
+      f"API jaxops uses ({e})"
+    ) from e
 
 
 def _spec(leaf: Any) -> jax.ShapeDtypeStruct:
@@ -55,8 +58,7 @@ def _spec(leaf: Any) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
 
 
-def to_onnx(fn: Callable[..., Any], *example_args: Any,
-            **options: Any) -> Any:
+def to_onnx(fn: Callable[..., Any], *example_args: Any, **options: Any) -> Any:
   """Exports `fn`, with each jaxops call as one ONNX node.
 
   Args:
@@ -103,5 +105,9 @@ def to_onnx(fn: Callable[..., Any], *example_args: Any,
   # which a `jax.enable_x64` context would override (and the switch back
   # would then leak): set it as a context here, where it takes effect.
   with jax.enable_x64(double), _export.exporting():
-    return jax2onnx.to_onnx(flat_fn, [_spec(leaf) for leaf in leaves],
-                            enable_double_precision=double, **options)
+    return jax2onnx.to_onnx(
+      flat_fn,
+      [_spec(leaf) for leaf in leaves],
+      enable_double_precision=double,
+      **options,
+    )

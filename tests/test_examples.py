@@ -87,8 +87,9 @@ def _floats(pattern: str, text: str) -> list[float]:
   return [float(x) for x in re.findall(pattern, text)]
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS.get(name, ()))
-                                  for name in sorted(RUNS)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=NEEDS.get(name, ()))
+             for name in sorted(RUNS)])
 def test_example_runs_quickly(example_output, name):
   _stdout(example_output, name)
   # Generous: the machine running the suite may be loaded.
