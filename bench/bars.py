@@ -89,8 +89,8 @@ class Bar:
     verdict = {"op": op, "bar": self.name,
                "checks": [dataclasses.asdict(c) for c in checks]}
     if not checks:
-      return {**verdict, "met": None, "summary": "not evaluated (no case has "
-              "the variants it compares)"}
+      return {**verdict, "met": None,
+              "summary": "no case of this run has the variants it compares"}
     worst = (max if self.lower_is_better else min)(checks,
                                                    key=lambda c: c.value)
     missed = [c for c in checks if not c.met]

@@ -255,7 +255,9 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   for name, why in case.excluded.items():
     if selected(name):
       record["skipped"][name] = why
-  runners, outputs = {}, {}
+  # Each variant is compared with the first of its group as soon as it has
+  # run, so that only those references stay in memory.
+  runners, references, checks = {}, {}, []
   for variant in planned:
     if not selected(variant.name):
       continue
@@ -273,11 +275,17 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
         raise
       record["skipped"][variant.name] = f"{type(e).__name__}: {e}"[:300]
       continue
-    outputs[variant.name] = (variant.group, runner.outputs(out))
+    leaves = runner.outputs(out)
     del out
+    if variant.group in references:
+      checks += harness.compare_outputs(case, variant.name, leaves,
+                                        *references[variant.group])
+    else:
+      references[variant.group] = (variant.name, leaves)
+    del leaves
     runners[variant.name] = (variant, runner)
-  record["checks"] = harness.check_bit_exact(case, outputs)
-  del outputs
+  record["checks"] = checks
+  del references
   budget = args.budget / 2 if case.tier == "sweep" else args.budget
   progress.set_postfix_str(f"{case.key}: timing {len(runners)} variants")
   timings = harness.measure({name: r for name, (_, r) in runners.items()},
