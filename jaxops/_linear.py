@@ -42,8 +42,9 @@ def linear_custom_jvp(fn: Callable[..., jax.Array],
   Example:
     >>> import jax, jax.numpy as jnp
     >>> double = linear_custom_jvp(lambda x: 2 * x, linear_argnums=(0,))
-    >>> jax.jvp(double, (1.0,), (3.0,))
-    (Array(2., dtype=float32, weak_type=True), Array(6., dtype=float32, weak_type=True))
+    >>> x, x_dot = jnp.float32(1), jnp.float32(3)
+    >>> [float(v) for v in jax.jvp(double, (x,), (x_dot,))]
+    [2.0, 6.0]
   """
   nondiff = tuple(nondiff_argnums)
   linear = frozenset(linear_argnums)
