@@ -5,14 +5,14 @@ tuple wins: #duplicates; k = 0: #snu-1; the (1,) form of a 0-d update:
 #snu-2; out-of-range modes: #scatter-modes). Design:
 docs/design.md#lowering-scatter-nd-update.
 
-The update is one `lax.scatter` of whole rows: data is viewed as
-`(prod(data.shape[:k]),) + data.shape[k:]` and each index tuple becomes one
-row index, so every tuple is one row copy (the k indexed dims stay separate
-only when the row index would overflow). The scatter always promises unique
-indices, and the promise is kept honest: either the caller made it
-(`unique_indices=True`), or every tuple that is not the winner of its target
-(a loser to a later duplicate, or out of range under `mode="drop"`) is
-redirected to its own negative row `-1 - position`, which the scatter drops.
+The update is one `lax.scatter` that always promises unique indices, and the
+promise is kept honest: either the caller made it (`unique_indices=True`), or
+every tuple that is not the winner of its target (a loser to a later
+duplicate, or out of range under `mode="drop"`) is redirected to its own
+negative index `-1 - position`, which the scatter drops. The winners are
+found on the linear slot of each tuple, so the scatter then writes rows of
+data viewed as `(prod(data.shape[:k]),) + data.shape[k:]`, one row index per
+tuple (the k indexed dims stay separate when that index would overflow).
 Finding the winners is `jaxops._duplicates`. The index work only ever sees
 integers and runs outside the derivative rule; the derivative is the same
 scatter of the tangents (`jaxops._linear`, docs/design.md#derivatives)."""
@@ -138,8 +138,8 @@ _scatter_unique = linear_custom_jvp(_scatter, nondiff_argnums=(3,),
 def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
                      mode: lax.GatherScatterMode,
                      strategy: _duplicates.Strategy | None) -> jax.Array:
-  """The indices the final unique scatter uses: (n,) rows, or (n, k) tuples
-  when a row index would overflow.
+  """The indices the final unique scatter uses: (n, k) tuples, or with a
+  `strategy` (n,) rows (tuples when a row index would overflow).
 
   Wraps negative indices, applies `mode` ("clip" clamps here), and with a
   `strategy` (no uniqueness promise) redirects every tuple that is not the
@@ -160,28 +160,24 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
                           sizes_arr.astype(indices.dtype)).astype(signed)
   sizes_arr = sizes_arr.astype(indices.dtype)
   zero = np.zeros((), indices.dtype)
-  kept = None  # tuples the scatter writes; None: all (clipped or promised)
+  in_bounds = jnp.ones((n,), bool)  # clipped, or promised
   if mode == lax.GatherScatterMode.CLIP:
     indices = jnp.clip(indices, zero, sizes_arr - 1)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
     indices = _checks.checked_indices(
         indices, sizes, f"{OP}: an index tuple is out of range for the "
         f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
-    kept = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
-  if strategy is not None:
-    kept = _duplicates.winners(
-        indices, jnp.ones((n,), bool) if kept is None else kept, sizes,
-        strategy)
+    in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
+  if strategy is None:
+    # The scatter's own out-of-range test drops what "drop" drops.
+    return indices
+  wins = _duplicates.winners(indices, in_bounds, sizes, strategy)
   redirected = -1 - lax.iota(indices.dtype, n)
   row_dtype = _duplicates.int_dtype_for(math.prod(sizes))
   if row_dtype is None:
-    if kept is None:
-      return indices
-    return indices.at[:, 0].set(jnp.where(kept, indices[:, 0], redirected))
+    return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
   rows = _duplicates.linear_target(indices, sizes, row_dtype)
-  if kept is None:
-    return rows
-  return jnp.where(kept, rows, redirected.astype(row_dtype))
+  return jnp.where(wins, rows, redirected.astype(row_dtype))
 
 
 def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
