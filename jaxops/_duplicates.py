@@ -144,7 +144,10 @@ def winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
   search = functools.partial(_sorted_search, search=strategy.search,
                              key_dtype=strategy.key_dtype)
   if strategy.repeat_test is RepeatTest.BITMAP:
-    repeats = any_in_batch(repeats_in_bitmap(target, in_bounds, slots))
+    # Out-of-range tuples take distinct slots past the end, so the count to
+    # compare with is the constant n.
+    distinct = jnp.where(in_bounds, target, slots + positions.astype(dtype))
+    repeats = any_in_batch(repeats_in_bitmap(distinct, slots + n))
     return lax.cond(repeats, search, lambda target, _: jnp.ones((n,), bool),
                     target, positions) & in_bounds
   if strategy.repeat_test is RepeatTest.SORT:
@@ -223,25 +226,22 @@ def repeats_in_sorted(sorted_target: jax.Array, slots: int) -> jax.Array:
                  (sorted_target[1:] != slots))
 
 
-def repeats_in_bitmap(target: jax.Array, in_bounds: jax.Array,
-                      slots: int) -> jax.Array:
-  """Whether an in-range target occurs twice, from one bit per slot.
+def repeats_in_bitmap(target: jax.Array, slots: int) -> jax.Array:
+  """Whether a value occurs twice in `target` (n values in [0, slots)), from
+  one bit per slot.
 
-  Each in-range tuple adds the bit `2**(target % 32)` to the uint32 word
-  `target // 32`. The words then hold as many set bits as there are in-range
-  tuples iff no bit was added twice: an addition loses one set bit per carry,
-  adding a bit that is set carries, and without carries bits are never
-  cleared. Integer addition (wrapping included) is order independent, so the
-  answer is exact and deterministic on every backend.
+  Each value adds the bit `2**(target % 32)` to the uint32 word
+  `target // 32`. The words then hold n set bits iff no bit was added twice:
+  an addition loses one set bit per carry, adding a bit that is set carries,
+  and without carries bits are never cleared. Integer addition (wrapping
+  included) is order independent, so the answer is exact and deterministic
+  on every backend.
   """
-  bits = jnp.where(in_bounds,
-                   jnp.left_shift(jnp.uint32(1),
-                                  (target % 32).astype(jnp.uint32)),
-                   jnp.uint32(0))
+  bits = jnp.left_shift(jnp.uint32(1), (target % 32).astype(jnp.uint32))
   words = jnp.zeros((slots // 32 + 1,), jnp.uint32).at[target // 32].add(
       bits, mode="promise_in_bounds")
   return (jnp.sum(lax.population_count(words), dtype=jnp.int32) !=
-          jnp.sum(in_bounds, dtype=jnp.int32))
+          target.shape[0])
 
 
 def _scatter_back(sorted_flags: jax.Array,

@@ -452,8 +452,9 @@ def _repeats(test, indices, data_shape):
   target = np.where(in_bounds, np.ravel_multi_index(
       tuple(np.where(in_bounds[:, None], wrapped, 0).T), sizes), slots)
   if test is dup.RepeatTest.BITMAP:
-    return dup.repeats_in_bitmap(jnp.asarray(target, jnp.int32),
-                                 jnp.asarray(in_bounds), slots)
+    distinct = np.where(in_bounds, target, slots + np.arange(len(target)))
+    return dup.repeats_in_bitmap(jnp.asarray(distinct, jnp.int32),
+                                 slots + len(target))
   return dup.repeats_in_sorted(jnp.sort(jnp.asarray(target, jnp.int32)),
                                slots)
 
@@ -464,7 +465,7 @@ BITMAP_CASES = [
     ("bit_31_twice_wraps", [31, 31, 5], None, 64, True),
     ("bit_0_three_times", [32, 32, 32], None, 64, True),
     ("carry_into_a_set_bit", [0, 0, 1], None, 64, True),
-    ("repeats_only_masked_out", [3, 3, 64, 64, 7], [False, True, True, False,
+    ("repeats_only_masked_out", [3, 3, 60, 60, 7], [False, True, True, False,
                                                     True], 64, False),
     ("every_slot_once", list(range(70)), None, 70, False),
 ]
@@ -474,18 +475,23 @@ BITMAP_CASES = [
 def test_repeats_in_bitmap(case):
   _, targets, in_bounds, slots, repeats = case
   in_bounds = np.ones(len(targets), bool) if in_bounds is None else in_bounds
-  # Masked-out tuples arrive as the sentinel target `slots`.
-  targets = np.where(in_bounds, targets, slots).astype(np.int32)
-  assert bool(dup.repeats_in_bitmap(jnp.asarray(targets),
-                                    jnp.asarray(in_bounds), slots)) == repeats
-  assert bool(dup.repeats_in_sorted(jnp.sort(jnp.asarray(targets)),
+  n = len(targets)
+  # The bitmap test sees masked-out tuples at distinct slots past the end,
+  # the sorted test at the sentinel `slots`.
+  distinct = np.where(in_bounds, targets, slots + np.arange(n))
+  assert bool(dup.repeats_in_bitmap(jnp.asarray(distinct, jnp.int32),
+                                    slots + n)) == repeats
+  sentinel = np.where(in_bounds, targets, slots).astype(np.int32)
+  assert bool(dup.repeats_in_sorted(jnp.sort(jnp.asarray(sentinel)),
                                     slots)) == repeats
 
 
 @pytest.mark.parametrize("slots", [5, 37, 200])
 def test_repeat_tests_match_numpy_on_random_targets(slots):
+  positions = jnp.arange(24, dtype=jnp.int32)
   both = jax.jit(lambda targets, in_bounds: (
-      dup.repeats_in_bitmap(targets, in_bounds, slots),
+      dup.repeats_in_bitmap(jnp.where(in_bounds, targets, slots + positions),
+                            slots + 24),
       dup.repeats_in_sorted(jnp.sort(targets), slots)))
   rng = np.random.default_rng(slots)
   for _ in range(30):
