@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common, _export
+from jaxops import _checks, _common, _export, _fill
 from jaxops._common import Shape, op_error, shape_str
+from jaxops._linear import linear_custom_jvp
 
 OP = "GatherElements-13"
 
@@ -61,7 +62,8 @@ def gather_elements_shape(data_shape: Any, indices_shape: Any,
 
 
 def _gather(data: jax.Array, indices: jax.Array, axis: int,
-            mode: lax.GatherScatterMode, fill_value: Any) -> jax.Array:
+            mode: lax.GatherScatterMode, fill_value: Any,
+            tangent: bool) -> jax.Array:
   r = data.ndim
   if data.shape[axis] == 0 and indices.size:
     if mode != lax.GatherScatterMode.FILL_OR_DROP:
@@ -69,7 +71,8 @@ def _gather(data: jax.Array, indices: jax.Array, axis: int,
           OP, f"cannot gather along axis={axis} of size 0 (data shape "
           f"{shape_str(data.shape)}): every index is out of range; "
           "use mode='fill' to get fill values", IndexError)
-    return jnp.full(indices.shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
+    return jnp.full(indices.shape, _common.fill_value_or_default(
+        0 if tangent else fill_value, data.dtype), data.dtype)
   # Batching dims must match in size: restrict data to the leading part that
   # a smaller indices dim covers (a no-op when the shapes agree).
   limits = tuple(data.shape[d] if d == axis else indices.shape[d]
@@ -83,23 +86,15 @@ def _gather(data: jax.Array, indices: jax.Array, axis: int,
       start_index_map=(axis,),
       operand_batching_dims=batch,
       start_indices_batching_dims=batch)
-  return lax.gather(data, indices[..., None], dnums, (1,) * r, mode=mode,
-                    fill_value=fill_value)
+  return _fill.gather(data, indices[..., None], dnums, mode, fill_value,
+                      tangent)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
-def _gather_elements(data, indices, axis, mode, fill_value):
-  return _gather(data, indices, axis, mode, fill_value)
-
-
-@_gather_elements.defjvp
-def _gather_elements_jvp(axis, mode, fill_value, primals, tangents):
-  data, indices = primals
-  data_dot, _ = tangents
-  out = _gather(data, indices, axis, mode, fill_value)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  return out, _gather(data_dot, indices, axis, mode, 0)
+# Linear in data; out-of-range reads have a zero tangent.
+_gather_elements = linear_custom_jvp(
+    _gather, nondiff_argnums=(2, 3, 4, 5), linear_argnums=(0,),
+    tangent_nondiff=lambda axis, mode, fill_value, tangent: (axis, mode, 0,
+                                                             True))
 
 
 def gather_elements(data: Any, indices: Any, axis: int = 0, *,
@@ -156,4 +151,9 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _prepare_and_gather(data, indices, axis, mode, fill_value):
   indices = _common.prepare_indices(indices, data.shape[axis])
-  return _gather_elements(data, indices, axis, mode, fill_value)
+  if mode == lax.GatherScatterMode.FILL_OR_DROP:
+    # The fill-mode gather only ever reads in range; checkify.index_checks
+    # still reports the index that was out of range.
+    indices = _checks.checked_gather_indices(
+        indices[..., None], data.shape, (axis,))[..., 0]
+  return _gather_elements(data, indices, axis, mode, fill_value, False)

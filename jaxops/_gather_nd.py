@@ -26,8 +26,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common, _export
+from jaxops import _checks, _common, _export, _fill
 from jaxops._common import Shape, op_error, shape_str
+from jaxops._linear import linear_custom_jvp
 
 OP = "GatherND-8"
 
@@ -85,7 +86,8 @@ def _dimension_numbers(data_rank: int, indices_rank: int, batch_dims: int,
 
 
 def _gather(data: jax.Array, indices: jax.Array, batch_dims: int,
-            mode: lax.GatherScatterMode, fill_value: Any) -> jax.Array:
+            mode: lax.GatherScatterMode, fill_value: Any,
+            tangent: bool) -> jax.Array:
   k = indices.shape[-1]
   b = batch_dims
   out_shape = indices.shape[:-1] + data.shape[b + k:]
@@ -97,28 +99,17 @@ def _gather(data: jax.Array, indices: jax.Array, batch_dims: int,
           OP, f"cannot gather from data of shape {shape_str(data.shape)}: "
           f"an indexed dim has size 0 so every index is out of range; "
           "use mode='fill' to get fill values", IndexError)
-    return jnp.full(out_shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
+    return jnp.full(out_shape, _common.fill_value_or_default(
+        0 if tangent else fill_value, data.dtype), data.dtype)
   dnums = _dimension_numbers(data.ndim, indices.ndim, b, k)
-  slice_sizes = (1,) * (b + k) + data.shape[b + k:]
-  return lax.gather(data, indices, dnums, slice_sizes, mode=mode,
-                    fill_value=fill_value)
+  return _fill.gather(data, indices, dnums, mode, fill_value, tangent)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
-def _gather_nd(data, indices, batch_dims, mode, fill_value):
-  return _gather(data, indices, batch_dims, mode, fill_value)
-
-
-@_gather_nd.defjvp
-def _gather_nd_jvp(batch_dims, mode, fill_value, primals, tangents):
-  data, indices = primals
-  data_dot, _ = tangents
-  out = _gather(data, indices, batch_dims, mode, fill_value)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  # Out-of-range tangents are 0, not the primal's fill value: the fill is a
-  # constant.
-  return out, _gather(data_dot, indices, batch_dims, mode, 0)
+# Linear in data; out-of-range reads have a zero tangent (the fill value is a
+# constant). docs/design.md#derivatives.
+_gather_nd = linear_custom_jvp(
+    _gather, nondiff_argnums=(2, 3, 4, 5), linear_argnums=(0,),
+    tangent_nondiff=lambda b, mode, fill_value, tangent: (b, mode, 0, True))
 
 
 def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
@@ -187,6 +178,10 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
   k = indices.shape[-1]
-  indices = _common.prepare_indices(
-      indices, data.shape[batch_dims:batch_dims + k])
-  return _gather_nd(data, indices, batch_dims, mode, fill_value)
+  dims = tuple(range(batch_dims, batch_dims + k))
+  indices = _common.prepare_indices(indices, data.shape[batch_dims:batch_dims + k])
+  if mode == lax.GatherScatterMode.FILL_OR_DROP and k:
+    # The fill-mode gather only ever reads in range; checkify.index_checks
+    # still reports the tuple that was out of range.
+    indices = _checks.checked_gather_indices(indices, data.shape, dims)
+  return _gather_nd(data, indices, batch_dims, mode, fill_value, False)

@@ -36,7 +36,6 @@ both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from typing import Any
 
@@ -47,6 +46,7 @@ from jax import lax
 
 from jaxops import _common, _export
 from jaxops._common import Shape, op_error, shape_str
+from jaxops._linear import linear_custom_jvp
 
 OP = "StridedSlice-1"
 
@@ -255,18 +255,9 @@ def _apply(plan: _Plan, x: jax.Array) -> jax.Array:
   return x
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _strided_slice(plan, data):
-  return _apply(plan, data)
-
-
-@_strided_slice.defjvp
-def _strided_slice_jvp(plan, primals, tangents):
-  (data,), (data_dot,) = primals, tangents
-  out = _apply(plan, data)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  return out, _apply(plan, data_dot)
+# Linear in data: the tangent is the same plan applied to the tangent.
+_strided_slice = linear_custom_jvp(_apply, nondiff_argnums=(0,),
+                                   linear_argnums=(1,))
 
 
 # One compiled executable per (plan, data type) on the eager path instead of
