@@ -30,8 +30,9 @@ from jax.interpreters import ad, batching, mlir
 _checked_indices_p = Primitive("jaxops_checked_indices")
 
 
-def checked_indices(indices: jax.Array, sizes: Sequence[int],
-                    message: str) -> jax.Array:
+def checked_indices(
+  indices: jax.Array, sizes: Sequence[int], message: str
+) -> jax.Array:
   """`indices` (..., k), reported by checkify when a row leaves `sizes`.
 
   Rows are in range when `0 <= indices[..., j] < sizes[j]` for every j, so
@@ -40,13 +41,15 @@ def checked_indices(indices: jax.Array, sizes: Sequence[int],
   return _checked_indices_p.bind(indices, sizes=tuple(sizes), message=message)
 
 
-def checked_gather_indices(indices: jax.Array, operand_shape: Sequence[int],
-                           dims: Sequence[int]) -> jax.Array:
+def checked_gather_indices(
+  indices: jax.Array, operand_shape: Sequence[int], dims: Sequence[int]
+) -> jax.Array:
   """`indices` (..., k) into `operand_shape[dims]`, reported by
   `checkify.index_checks` like an out-of-range gather when a row leaves it."""
   sizes = tuple(operand_shape[d] for d in dims)
   return _checked_indices_p.bind(
-      indices, sizes=sizes, message=(tuple(operand_shape), tuple(dims)))
+    indices, sizes=sizes, message=(tuple(operand_shape), tuple(dims))
+  )
 
 
 def _abstract_eval(indices, *, sizes, message):
@@ -70,13 +73,18 @@ def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
       oob = (indices < np.zeros((), indices.dtype)) | (indices >= upper)
       payload = _checkify.oob_payload(oob, indices, dims, operand_shape)
       error = _checkify.assert_func(
-          error, jnp.any(oob), _checkify.OOBError(
-              _checkify.get_traceback(), "gather", operand_shape, payload))
+        error,
+        jnp.any(oob),
+        _checkify.OOBError(
+          _checkify.get_traceback(), "gather", operand_shape, payload
+        ),
+      )
     return error, indices
   if _checkify.FailedCheckError in enabled_errors:
     failure = _checkify.FailedCheckError(_checkify.get_traceback(), message)
     error = _checkify.assert_func(
-        error, jnp.logical_not(_in_bounds(indices, sizes)), failure)
+      error, jnp.logical_not(_in_bounds(indices, sizes)), failure
+    )
   return error, indices
 
 

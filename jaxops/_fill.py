@@ -43,29 +43,43 @@ from jaxops._common import fill_value_or_default
 FILL = lax.GatherScatterMode.FILL_OR_DROP
 
 
-def gather(data: jax.Array, indices: jax.Array,
-           dnums: lax.GatherDimensionNumbers, mode: lax.GatherScatterMode,
-           fill_value: Any, tangent: bool = False) -> jax.Array:
+def gather(
+  data: jax.Array,
+  indices: jax.Array,
+  dnums: lax.GatherDimensionNumbers,
+  mode: lax.GatherScatterMode,
+  fill_value: Any,
+  tangent: bool = False,
+) -> jax.Array:
   """`lax.gather(data, indices, dnums, ...)`, slice size 1 in every collapsed
   (indexed) dim and the full size elsewhere, in `mode`.
 
   `indices` must already be wrapped (negative indices counted from the end).
   `tangent=True` selects the formulation whose transpose is leanest.
   """
-  slice_sizes = tuple(1 if d in dnums.collapsed_slice_dims or
-                      d in dnums.operand_batching_dims else n
-                      for d, n in enumerate(data.shape))
-  if (mode != FILL or tangent or not dnums.start_index_map or
-      not _stacks(data, dnums)):
-    return lax.gather(data, indices, dnums, slice_sizes, mode=mode,
-                      fill_value=fill_value)
+  slice_sizes = tuple(
+    1
+    if d in dnums.collapsed_slice_dims or d in dnums.operand_batching_dims
+    else n
+    for d, n in enumerate(data.shape)
+  )
+  if (
+    mode != FILL
+    or tangent
+    or not dnums.start_index_map
+    or not _stacks(data, dnums)
+  ):
+    return lax.gather(
+      data, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value
+    )
   return lax.platform_dependent(
-      data, indices,
-      cpu=lambda data, indices: _stacked_gather(data, indices, dnums,
-                                                fill_value),
-      default=lambda data, indices: lax.gather(
-          data, indices, dnums, slice_sizes, mode=FILL,
-          fill_value=fill_value))
+    data,
+    indices,
+    cpu=lambda data, indices: _stacked_gather(data, indices, dnums, fill_value),
+    default=lambda data, indices: lax.gather(
+      data, indices, dnums, slice_sizes, mode=FILL, fill_value=fill_value
+    ),
+  )
 
 
 def _stacks(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> bool:
@@ -76,42 +90,51 @@ def _stacks(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> bool:
   return _slice_elements(data, dnums) > 1
 
 
-def _slice_elements(data: jax.Array,
-                    dnums: lax.GatherDimensionNumbers) -> int:
-  return math.prod(n for d, n in enumerate(data.shape)
-                   if d not in dnums.start_index_map and
-                   d not in dnums.operand_batching_dims)
+def _slice_elements(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> int:
+  return math.prod(
+    n
+    for d, n in enumerate(data.shape)
+    if d not in dnums.start_index_map and d not in dnums.operand_batching_dims
+  )
 
 
-def _stacked_gather(data: jax.Array, indices: jax.Array,
-                    dnums: lax.GatherDimensionNumbers,
-                    fill_value: Any) -> jax.Array:
+def _stacked_gather(
+  data: jax.Array,
+  indices: jax.Array,
+  dnums: lax.GatherDimensionNumbers,
+  fill_value: Any,
+) -> jax.Array:
   """The fill-mode gather as one clip-mode gather of (data | fill block)."""
   dims = dnums.start_index_map
   first, k = dims[0], len(dims)
   assert dims == tuple(range(first, first + k)), dims
   assert dnums.collapsed_slice_dims == dims, dnums
-  sizes = data.shape[first:first + k]
+  sizes = data.shape[first : first + k]
   unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
-  u = lax.bitcast_convert_type(indices, unsigned) if (
-      jnp.issubdtype(indices.dtype, jnp.signedinteger)) else indices
+  u = (
+    lax.bitcast_convert_type(indices, unsigned)
+    if (jnp.issubdtype(indices.dtype, jnp.signedinteger))
+    else indices
+  )
   slots = math.prod(sizes)
   # Merging the indexed dims needs the row to fit the index type; otherwise
   # the gather reads the k components as they are.
   merge = k > 1 and slots <= jnp.iinfo(unsigned).max
   # One division by a constant per component (XLA turns it into a multiply
   # and shifts): 0 when in range, at least 1 otherwise.
-  quotients = [u[..., j] // np.asarray(n, unsigned)
-               for j, n in enumerate(sizes)]
+  quotients = [
+    u[..., j] // np.asarray(n, unsigned) for j, n in enumerate(sizes)
+  ]
   which = _fold(quotients, jnp.max)
   if merge:
     strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
-    terms = [u[..., j] * np.asarray(stride, unsigned) if stride != 1 else
-             u[..., j] for j, stride in enumerate(strides.tolist())]
+    terms = [
+      u[..., j] * np.asarray(stride, unsigned) if stride != 1 else u[..., j]
+      for j, stride in enumerate(strides.tolist())
+    ]
     rows = _fold(terms, jnp.sum)
     index = jnp.stack([which, rows], axis=-1)
-    data = data.reshape(data.shape[:first] + (slots,) +
-                        data.shape[first + k:])
+    data = data.reshape(data.shape[:first] + (slots,) + data.shape[first + k :])
     new_k = 1
   else:
     index = jnp.concatenate([which[..., None], u], axis=-1)
@@ -119,21 +142,26 @@ def _stacked_gather(data: jax.Array, indices: jax.Array,
   fill = fill_value_or_default(fill_value, data.dtype)
   block = jnp.expand_dims(data, first)
   operand = jnp.concatenate(
-      [block, jnp.full(block.shape, fill, data.dtype)], axis=first)
+    [block, jnp.full(block.shape, fill, data.dtype)], axis=first
+  )
   shift = new_k + 1 - k
   collapsed = tuple(range(first, first + new_k + 1))
   stacked = lax.GatherDimensionNumbers(
-      offset_dims=dnums.offset_dims,
-      collapsed_slice_dims=collapsed,
-      start_index_map=collapsed,
-      operand_batching_dims=tuple(d if d < first else d + shift
-                                  for d in dnums.operand_batching_dims),
-      start_indices_batching_dims=dnums.start_indices_batching_dims)
-  slice_sizes = tuple(1 if d in collapsed or d in
-                      stacked.operand_batching_dims else n
-                      for d, n in enumerate(operand.shape))
-  return lax.gather(operand, index, stacked, slice_sizes,
-                    mode=lax.GatherScatterMode.CLIP)
+    offset_dims=dnums.offset_dims,
+    collapsed_slice_dims=collapsed,
+    start_index_map=collapsed,
+    operand_batching_dims=tuple(
+      d if d < first else d + shift for d in dnums.operand_batching_dims
+    ),
+    start_indices_batching_dims=dnums.start_indices_batching_dims,
+  )
+  slice_sizes = tuple(
+    1 if d in collapsed or d in stacked.operand_batching_dims else n
+    for d, n in enumerate(operand.shape)
+  )
+  return lax.gather(
+    operand, index, stacked, slice_sizes, mode=lax.GatherScatterMode.CLIP
+  )
 
 
 def _fold(terms: list[jax.Array], reduce) -> jax.Array:

@@ -19,11 +19,13 @@ import jax
 from jaxops import _common
 
 
-def linear_custom_jvp(fn: Callable[..., jax.Array],
-                      nondiff_argnums: Sequence[int] = (), *,
-                      linear_argnums: Sequence[int],
-                      tangent_nondiff: Callable[..., tuple[Any, ...]] | None
-                      = None) -> Callable[..., jax.Array]:
+def linear_custom_jvp(
+  fn: Callable[..., jax.Array],
+  nondiff_argnums: Sequence[int] = (),
+  *,
+  linear_argnums: Sequence[int],
+  tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
+) -> Callable[..., jax.Array]:
   """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
 
   Args:
@@ -59,16 +61,20 @@ def linear_custom_jvp(fn: Callable[..., jax.Array],
   def jvp(*args):
     *static, primals, tangents = args
     out = fn(*merge(static, primals))
-    positions = [p for p in range(len(static) + len(primals))
-                 if p not in nondiff]
-    if any(_common.is_float0(t) for p, t in zip(positions, tangents)
-           if p in linear):
+    positions = [
+      p for p in range(len(static) + len(primals)) if p not in nondiff
+    ]
+    if any(
+      _common.is_float0(t) for p, t in zip(positions, tangents) if p in linear
+    ):
       return out, _common.float0_zeros(out.shape)
-    tangent_args = [t if p in linear else x
-                    for p, x, t in zip(positions, primals, tangents)]
-    if tangent_nondiff is not None:
-      static = tangent_nondiff(*static)
-    return out, fn(*merge(static, tangent_args))
+    tangent_args = [
+      t if p in linear else x for p, x, t in zip(positions, primals, tangents)
+    ]
+    tangent_static = (
+      static if tangent_nondiff is None else (tangent_nondiff(*static))
+    )
+    return out, fn(*merge(tangent_static, tangent_args))
 
   wrapped.defjvp(jvp)
   return wrapped

@@ -34,12 +34,14 @@ from jaxops._linear import linear_custom_jvp
 
 OP = "ScatterNDUpdate-3"
 
+
 def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
-  return indices_shape[:-1] + data_shape[indices_shape[-1]:]
+  return indices_shape[:-1] + data_shape[indices_shape[-1] :]
 
 
-def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
-                            updates_shape: Any) -> Shape:
+def scatter_nd_update_shape(
+  data_shape: Any, indices_shape: Any, updates_shape: Any
+) -> Shape:
   """Output shape of ScatterNDUpdate-3 (data's); raises ValueError otherwise.
 
   Requires `data` rank r >= 1, `indices` rank q >= 1, `k = indices_shape[-1]
@@ -54,9 +56,11 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   indices_shape = _common.static_shape(indices_shape, OP, "indices")
   updates_shape = _common.static_shape(updates_shape, OP, "updates")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (f"(data shape {shape_str(data_shape)}, "
-            f"indices shape {shape_str(indices_shape)}, "
-            f"updates shape {shape_str(updates_shape)})")
+  shapes = (
+    f"(data shape {shape_str(data_shape)}, "
+    f"indices shape {shape_str(indices_shape)}, "
+    f"updates shape {shape_str(updates_shape)})"
+  )
   if r < 1:
     raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
   if q < 1:
@@ -64,15 +68,19 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   k = indices_shape[-1]
   if k > r:
     raise op_error(
-        OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}")
+      OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}"
+    )
   expected = _expected_updates_shape(data_shape, indices_shape)
-  if updates_shape != expected and not (expected == () and
-                                        updates_shape == (1,)):
+  if updates_shape != expected and not (
+    expected == () and updates_shape == (1,)
+  ):
     one_element = " (or (1,))" if expected == () else ""
     raise op_error(
-        OP, f"updates shape {shape_str(updates_shape)} must equal "
-        f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
-        f"{one_element} with k={k}; updates are not broadcast {shapes}")
+      OP,
+      f"updates shape {shape_str(updates_shape)} must equal "
+      f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
+      f"{one_element} with k={k}; updates are not broadcast {shapes}",
+    )
   return data_shape
 
 
@@ -92,26 +100,39 @@ def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
   in JAX and need bool data, as bool arrays do.
   """
   is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
-  weak = (jax.typeof(updates).weak_type if isinstance(
-      updates, (jax.Array, jax.core.Tracer)) else not is_array)
+  weak = (
+    jax.typeof(updates).weak_type
+    if isinstance(updates, (jax.Array, jax.core.Tracer))
+    else not is_array
+  )
   updates = _common.as_array_like(updates)
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
   if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
     if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
       raise op_error(
-          OP, f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
-          f"converted to data dtype {np.dtype(dtype).name} without changing "
-          "kind", TypeError)
+        OP,
+        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+        f"converted to data dtype {np.dtype(dtype).name} without changing "
+        "kind",
+        TypeError,
+      )
   elif given != dtype:
     raise op_error(
-        OP, f"updates dtype {given.name} must equal data dtype "
-        f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
-        "of them explicitly", TypeError)
+      OP,
+      f"updates dtype {given.name} must equal data dtype "
+      f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
+      "of them explicitly",
+      TypeError,
+    )
   return jnp.asarray(updates, dtype=dtype)
 
 
-def _scatter(data: jax.Array, indices: jax.Array, updates: jax.Array,
-             mode: lax.GatherScatterMode) -> jax.Array:
+def _scatter(
+  data: jax.Array,
+  indices: jax.Array,
+  updates: jax.Array,
+  mode: lax.GatherScatterMode,
+) -> jax.Array:
   """`data` with `updates` (n,) + data.shape[k:] written at unique `indices`:
   (n,) rows of the k indexed dims merged into one, or (n, k) tuples."""
   shape = data.shape
@@ -120,24 +141,36 @@ def _scatter(data: jax.Array, indices: jax.Array, updates: jax.Array,
     data = data.reshape((math.prod(shape[:k]),) + shape[k:])
     indices, k = indices[:, None], 1
   dnums = lax.ScatterDimensionNumbers(
-      update_window_dims=tuple(range(1, 1 + data.ndim - k)),
-      inserted_window_dims=tuple(range(k)),
-      scatter_dims_to_operand_dims=tuple(range(k)))
-  out = lax.scatter(data, indices, updates, dnums, indices_are_sorted=False,
-                    unique_indices=True, mode=mode)
+    update_window_dims=tuple(range(1, 1 + data.ndim - k)),
+    inserted_window_dims=tuple(range(k)),
+    scatter_dims_to_operand_dims=tuple(range(k)),
+  )
+  out = lax.scatter(
+    data,
+    indices,
+    updates,
+    dnums,
+    indices_are_sorted=False,
+    unique_indices=True,
+    mode=mode,
+  )
   return out.reshape(shape)
 
 
 # Linear in (data, updates): the tangent is the same scatter of the tangents,
 # whose transpose is a zeroing scatter and a gather (docs/design.md).
-_scatter_unique = linear_custom_jvp(_scatter, nondiff_argnums=(3,),
-                                    linear_argnums=(0, 2))
+_scatter_unique = linear_custom_jvp(
+  _scatter, nondiff_argnums=(3,), linear_argnums=(0, 2)
+)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
-                     mode: lax.GatherScatterMode,
-                     strategy: _duplicates.Strategy | None) -> jax.Array:
+def _scatter_indices(
+  indices: jax.Array,
+  sizes: tuple[int, ...],
+  mode: lax.GatherScatterMode,
+  strategy: _duplicates.Strategy | None,
+) -> jax.Array:
   """The indices the final unique scatter uses: (n, k) tuples, or with a
   `strategy` (n,) rows (tuples when a row index would overflow).
 
@@ -156,8 +189,9 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
     # size first keeps an out-of-range value out of range (2**32 + 1 must not
     # become 1).
     signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
-    indices = jnp.minimum(indices,
-                          sizes_arr.astype(indices.dtype)).astype(signed)
+    indices = jnp.minimum(indices, sizes_arr.astype(indices.dtype)).astype(
+      signed
+    )
   sizes_arr = sizes_arr.astype(indices.dtype)
   zero = np.zeros((), indices.dtype)
   in_bounds = jnp.ones((n,), bool)  # clipped, or promised
@@ -165,8 +199,11 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
     indices = jnp.clip(indices, zero, sizes_arr - 1)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
     indices = _checks.checked_indices(
-        indices, sizes, f"{OP}: an index tuple is out of range for the "
-        f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+      indices,
+      sizes,
+      f"{OP}: an index tuple is out of range for the "
+      f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
+    )
     in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
   if strategy is None:
     # The scatter's own out-of-range test drops what "drop" drops.
@@ -180,11 +217,15 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
   return jnp.where(wins, rows, redirected.astype(row_dtype))
 
 
-def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
-                      mode: _common.ScatterMode = "drop",
-                      unique_indices: bool = False,
-                      _strategy: _duplicates.Strategy | None = None
-                      ) -> jax.Array:
+def scatter_nd_update(
+  data: Any,
+  indices: Any,
+  updates: Any,
+  *,
+  mode: _common.ScatterMode = "drop",
+  unique_indices: bool = False,
+  _strategy: _duplicates.Strategy | None = None,
+) -> jax.Array:
   """A copy of `data` with slices replaced by `updates` (ScatterNDUpdate-3).
 
   With `k = indices.shape[-1]`, for every index tuple position `i`::
@@ -237,18 +278,23 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
   Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
   """
   if _export.active():
-    return _export.scatter_nd_update(data, indices, updates, mode,
-                                     unique_indices)
+    return _export.scatter_nd_update(
+      data, indices, updates, mode, unique_indices
+    )
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)
   scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
-  scatter_mode = _common.canonicalize_mode(mode, OP,
-                                           ("drop", "clip", "promise_in_bounds"))
+  scatter_mode = _common.canonicalize_mode(
+    mode, OP, ("drop", "clip", "promise_in_bounds")
+  )
   if not isinstance(unique_indices, (bool, np.bool_)):
     raise op_error(
-        OP, f"unique_indices must be a Python bool, got "
-        f"{type(unique_indices).__name__} {unique_indices!r}", TypeError)
+      OP,
+      f"unique_indices must be a Python bool, got "
+      f"{type(unique_indices).__name__} {unique_indices!r}",
+      TypeError,
+    )
   k = indices.shape[-1]
   sizes = data.shape[:k]
   if scatter_mode != lax.GatherScatterMode.CLIP:
@@ -265,10 +311,14 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
   strategy = None
   if not unique_indices and n > 1:
     strategy = _strategy or _duplicates.choose_strategy(n, sizes)
-  indices = _scatter_indices(jnp.reshape(jnp.asarray(indices), (n, k)), sizes,
-                             scatter_mode, strategy)
+  indices = _scatter_indices(
+    jnp.reshape(jnp.asarray(indices), (n, k)), sizes, scatter_mode, strategy
+  )
   # Redirected tuples must be dropped; clipped or promised ones are in range.
-  final_mode = (lax.GatherScatterMode.FILL_OR_DROP if strategy is not None or
-                scatter_mode == lax.GatherScatterMode.FILL_OR_DROP else
-                lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+  final_mode = (
+    lax.GatherScatterMode.FILL_OR_DROP
+    if strategy is not None
+    or scatter_mode == lax.GatherScatterMode.FILL_OR_DROP
+    else lax.GatherScatterMode.PROMISE_IN_BOUNDS
+  )
   return _scatter_unique(data, indices, updates, final_mode)
