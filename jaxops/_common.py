@@ -19,6 +19,15 @@ import numpy as np
 from jax import lax
 
 Shape = tuple[int, ...]
+# Public argument types. Arrays: NumPy or JAX arrays, tracers, Python scalars
+# and (nested) lists. Static attributes: a Python or NumPy int; a sequence of
+# ints (list, tuple or concrete 1-D array); a mask as 0/1 entries or an int
+# bitfield; a shape as a sequence of ints.
+ArrayLike = jax.typing.ArrayLike | Sequence[Any]
+IntLike = int | np.integer
+IntSequence = Sequence[IntLike] | np.ndarray
+Mask = IntSequence | int
+ShapeLike = Sequence[IntLike] | np.ndarray
 GatherMode = Literal["fill", "clip", "promise_in_bounds"]
 ScatterMode = Literal["drop", "clip", "promise_in_bounds"]
 
@@ -120,7 +129,9 @@ def canonicalize_axis(
   return axis % rank
 
 
-def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
+def as_indices(
+  indices: Any, op: str, name: str = "indices"
+) -> jax.Array | np.ndarray:
   """Turns Python lists into NumPy arrays and rejects non-integer dtypes.
 
   Arrays and tracers pass through unchanged, so concrete host indices can
@@ -131,7 +142,7 @@ def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
   return indices
 
 
-def as_array_like(value: Any) -> Any:
+def as_array_like(value: Any) -> jax.Array | np.ndarray:
   """An array for `value`: arrays and tracers as they are, Python values as
   NumPy arrays, or as a JAX array when they hold tracers (a list argument of a
   jitted call arrives as a list of tracers).
@@ -213,7 +224,7 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
 
 
 def check_concrete_bounds(
-  indices: Any, sizes: Sequence[int], op: str, name: str = "indices"
+  indices: Any, sizes: Sequence[int] | int, op: str, name: str = "indices"
 ) -> None:
   """Raises IndexError for concrete out-of-range indices.
 

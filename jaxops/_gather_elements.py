@@ -23,14 +23,21 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxops import _checks, _common, _export, _fill
-from jaxops._common import Shape, op_error, shape_str
+from jaxops._common import (
+  ArrayLike,
+  IntLike,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
 from jaxops._linear import linear_custom_jvp
 
 OP = "GatherElements-13"
 
 
 def gather_elements_shape(
-  data_shape: Any, indices_shape: Any, axis: int = 0
+  data_shape: ShapeLike, indices_shape: ShapeLike, axis: IntLike = 0
 ) -> Shape:
   """Output shape of GatherElements-11/13 (= `indices_shape`).
 
@@ -120,12 +127,12 @@ _gather_elements = linear_custom_jvp(
 
 
 def gather_elements(
-  data: Any,
-  indices: Any,
-  axis: int = 0,
+  data: ArrayLike,
+  indices: ArrayLike,
+  axis: IntLike = 0,
   *,
   mode: _common.GatherMode = "fill",
-  fill_value: Any = None,
+  fill_value: ArrayLike | None = None,
 ) -> jax.Array:
   """Gathers single elements of `data` along `axis` (GatherElements-11/13).
 

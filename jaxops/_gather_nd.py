@@ -27,14 +27,21 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxops import _checks, _common, _export, _fill
-from jaxops._common import Shape, op_error, shape_str
+from jaxops._common import (
+  ArrayLike,
+  IntLike,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
 from jaxops._linear import linear_custom_jvp
 
 OP = "GatherND-8"
 
 
 def gather_nd_shape(
-  data_shape: Any, indices_shape: Any, batch_dims: int = 0
+  data_shape: ShapeLike, indices_shape: ShapeLike, batch_dims: IntLike = 0
 ) -> Shape:
   """Output shape of GatherND-8; raises ValueError for shapes the spec rejects.
 
@@ -137,12 +144,12 @@ _gather_nd = linear_custom_jvp(
 
 
 def gather_nd(
-  data: Any,
-  indices: Any,
-  batch_dims: int = 0,
+  data: ArrayLike,
+  indices: ArrayLike,
+  batch_dims: IntLike = 0,
   *,
   mode: _common.GatherMode = "fill",
-  fill_value: Any = None,
+  fill_value: ArrayLike | None = None,
 ) -> jax.Array:
   """Gathers slices of `data` at the index tuples in `indices` (GatherND-8).
 

@@ -29,7 +29,7 @@ import numpy as np
 from jax import lax
 
 from jaxops import _checks, _common, _duplicates, _export
-from jaxops._common import Shape, op_error, shape_str
+from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
 from jaxops._linear import linear_custom_jvp
 
 OP = "ScatterNDUpdate-3"
@@ -40,7 +40,7 @@ def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
 
 
 def scatter_nd_update_shape(
-  data_shape: Any, indices_shape: Any, updates_shape: Any
+  data_shape: ShapeLike, indices_shape: ShapeLike, updates_shape: ShapeLike
 ) -> Shape:
   """Output shape of ScatterNDUpdate-3 (data's); raises ValueError otherwise.
 
@@ -218,9 +218,9 @@ def _scatter_indices(
 
 
 def scatter_nd_update(
-  data: Any,
-  indices: Any,
-  updates: Any,
+  data: ArrayLike,
+  indices: ArrayLike,
+  updates: ArrayLike,
   *,
   mode: _common.ScatterMode = "drop",
   unique_indices: bool = False,

@@ -45,7 +45,15 @@ import numpy as np
 from jax import lax
 
 from jaxops import _common, _export
-from jaxops._common import Shape, op_error, shape_str
+from jaxops._common import (
+  ArrayLike,
+  IntSequence,
+  Mask,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
 from jaxops._linear import linear_custom_jvp
 
 OP = "StridedSlice-1"
@@ -148,15 +156,15 @@ def _slice_dim(
 
 
 def _plan(
-  data_shape: Any,
-  begin: Any,
-  end: Any,
-  strides: Any = None,
-  begin_mask: Any = (),
-  end_mask: Any = (),
-  new_axis_mask: Any = (),
-  shrink_axis_mask: Any = (),
-  ellipsis_mask: Any = (),
+  data_shape: ShapeLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
 ) -> _Plan:
   data_shape = _common.static_shape(data_shape, OP, "data")
   begin = _common.static_int_tuple(begin, OP, "begin")
@@ -272,15 +280,15 @@ def _plan(
 
 
 def strided_slice_shape(
-  data_shape: Any,
-  begin: Any,
-  end: Any,
-  strides: Any = None,
-  begin_mask: Any = (),
-  end_mask: Any = (),
-  new_axis_mask: Any = (),
-  shrink_axis_mask: Any = (),
-  ellipsis_mask: Any = (),
+  data_shape: ShapeLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
 ) -> Shape:
   """Output shape of StridedSlice-1; raises the operator's trace-time errors.
 
@@ -334,15 +342,15 @@ _strided_slice_jit = jax.jit(_strided_slice, static_argnums=0)
 
 
 def strided_slice(
-  data: Any,
-  begin: Any,
-  end: Any,
-  strides: Any = None,
-  begin_mask: Any = (),
-  end_mask: Any = (),
-  new_axis_mask: Any = (),
-  shrink_axis_mask: Any = (),
-  ellipsis_mask: Any = (),
+  data: ArrayLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
 ) -> jax.Array:
   """Extracts a strided slice of `data` (StridedSlice-1), like numpy basic
   indexing and `tf.strided_slice`.
