@@ -2,9 +2,9 @@
 
 Each `Layout` jits an operator with its inputs placed by `NamedSharding`s on a
 `Mesh` of 8 CPU devices (tests/conftest.py asks XLA for them before JAX starts
-its CPU backend; the default device stays device 0) and compares it with the
-same operator jitted on the default device. One test per check, parametrized
-over the layouts it applies to (ids are the layout names):
+its CPU backend) and compares it with the same operator jitted unsharded on
+the first of them. One test per check, parametrized over the layouts it
+applies to (ids are the layout names):
 
 * `test_equal`: the sharded result equals the unsharded one exactly;
 * `test_sharding`: the output carries the expected sharding (the input's, on
@@ -30,9 +30,9 @@ global operator.
 
 Data and weights are small integers stored as float32, so every sum is exact
 in any order and the comparisons are exact in both x64 modes. Each case is
-compiled and run once per x64 mode, by whichever of its tests comes first
-(`_forward`, `_backward`); its parameter is module-scoped so that pytest runs
-a case's tests together.
+compiled and run once per x64 mode (`_run`), by whichever of its tests comes
+first; its parameter is module-scoped so that pytest runs a case's tests
+together.
 """
 
 from __future__ import annotations
@@ -77,6 +77,14 @@ def make_mesh(name: str) -> Mesh:
   return Mesh(np.array(devices[:DEVICES]).reshape(shape), axes)
 
 
+# XLA's backend (LLVM) optimizations off: they only shape the machine code,
+# not the optimized HLO whose collectives the tests read, and every program
+# here compiles faster without them. The unsharded references, whose HLO is
+# not read, also skip the fusion emitters (faster still).
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+REFERENCE_OPTIONS = COMPILER_OPTIONS | {"xla_cpu_use_fusion_emitters": False}
+
+
 def collectives(hlo_text: str) -> list[str]:
   """The distinct collective op kinds in compiled HLO text, sorted."""
   return sorted(set(COLLECTIVE_RE.findall(hlo_text)))
@@ -114,15 +122,24 @@ class Layout:
   def global_fn(self) -> Callable[..., jax.Array]:
     return self.fn
 
+  @property
+  def grad_argnums(self) -> tuple[int, ...]:
+    """The arguments whose gradients are checked (communication-free only)."""
+    return self.diff_argnums if self.collectives is None else ()
+
   def partitioned(self, mesh: Mesh) -> Callable[..., jax.Array]:
     del mesh  # jit partitions `fn` by its inputs' shardings
     return self.fn
 
 
+# One function per attribute value (cached), so that cases sharing one share
+# jit's compilation cache for their unsharded references.
+@functools.cache
 def _gather_nd(batch_dims):
   return lambda d, i: jaxops.gather_nd(d, i, batch_dims=batch_dims)
 
 
+@functools.cache
 def _gather_elements(axis):
   return lambda d, i: jaxops.gather_elements(d, i, axis=axis)
 
@@ -402,7 +419,7 @@ class ShardMapCase:
   """`block_fn` under shard_map must equal `global_fn` on the whole arrays.
 
   `collectives` are the ones the compiled shard_map program must contain
-  (exactly); `diff_argnums` the arguments whose gradients must be equal.
+  (exactly); `grad_argnums` the arguments whose gradients must be equal.
   """
 
   name: str
@@ -412,7 +429,7 @@ class ShardMapCase:
   in_specs: tuple[P, ...]
   out_spec: P
   collectives: tuple[str, ...] = ()
-  diff_argnums: tuple[int, ...] = (0,)
+  grad_argnums: tuple[int, ...] = (0,)
   mesh: str = "x"
 
   def partitioned(self, mesh: Mesh) -> Callable[..., jax.Array]:
@@ -497,9 +514,8 @@ Case = Layout | ShardMapCase
 
 FREE = [layout for layout in LAYOUTS if layout.collectives is None]
 COMMUNICATING = [layout for layout in LAYOUTS if layout.collectives is not None]
-# Only communication-free layouts have their gradients checked.
-DIFFERENTIATED = [layout for layout in FREE if layout.diff_argnums]
-GRAD_EQUAL = DIFFERENTIATED + [c for c in SHARD_MAP_CASES if c.diff_argnums]
+DIFFERENTIATED = [layout for layout in LAYOUTS if layout.grad_argnums]
+GRAD_EQUAL = DIFFERENTIATED + [c for c in SHARD_MAP_CASES if c.grad_argnums]
 
 
 def over(cases: list[Case]):
@@ -517,21 +533,20 @@ def over(cases: list[Case]):
 
 
 @dataclasses.dataclass(frozen=True)
-class Forward:
+class Run:
+  """A case compiled for its mesh and run, and run unsharded.
+
+  The gradients are of `sum(weights * fn(...))` with respect to the
+  `grad_argnums` arguments (empty tuples without them).
+  """
+
   mesh: Mesh
-  args: tuple[np.ndarray, ...]
-  sharded_args: tuple[jax.Array, ...]
-  fn: Callable[..., jax.Array]  # what jit partitions: fn or shard_map
   out: jax.Array  # on the mesh
-  want: jax.Array  # unsharded, on the default device
+  want: jax.Array  # unsharded, on the mesh's first device
   collectives: list[str]
-
-
-@dataclasses.dataclass(frozen=True)
-class Backward:
-  grads: tuple[jax.Array, ...]  # on the mesh, one per diff_argnums
-  want_grads: tuple[jax.Array, ...]
-  collectives: list[str]
+  grads: tuple[jax.Array, ...]  # on the mesh
+  want_grads: tuple[jax.Array, ...]  # unsharded
+  grad_collectives: list[str]
 
 
 def _rng(case: Case, stream: int) -> np.random.Generator:
@@ -544,7 +559,7 @@ def _put(args, specs, mesh) -> tuple[jax.Array, ...]:
   )
 
 
-def _grad_fn(fn, diff_argnums):
+def _grad_fn(fn, grad_argnums):
   """(args..., weights) -> grads of sum(weights * fn(args)) w.r.t. diff args."""
 
   def grads(*args_and_weights):
@@ -552,60 +567,67 @@ def _grad_fn(fn, diff_argnums):
 
     def objective(*diff):
       full = list(args)
-      for n, value in zip(diff_argnums, diff):
+      for n, value in zip(grad_argnums, diff):
         full[n] = value
       return jnp.sum(weights * fn(*full))
 
-    return jax.grad(objective, argnums=tuple(range(len(diff_argnums))))(
-      *(args[n] for n in diff_argnums)
+    return jax.grad(objective, argnums=tuple(range(len(grad_argnums))))(
+      *(args[n] for n in grad_argnums)
     )
 
   return grads
 
 
 @functools.cache
-def _forward(case: Case, jax_mode: str) -> Forward:
-  """The case compiled for its mesh and run, and run unsharded.
+def _reference(fn, grad_argnums):
+  """(args, weights) -> (fn(*args), its gradients), one program.
 
-  `jax_mode` only keys the cache: the run is made in the current x64 mode.
+  One jitted function per (fn, grad_argnums), so that cases sharing them
+  share jit's compilation cache.
   """
+
+  def reference(args, weights):
+    grads = _grad_fn(fn, grad_argnums)(*args, weights) if grad_argnums else ()
+    return fn(*args), grads
+
+  return jax.jit(reference, compiler_options=REFERENCE_OPTIONS)
+
+
+@functools.cache
+def _run(case: Case, jax_mode: str) -> Run:
+  """`case` run once per x64 mode (`jax_mode` keys the cache; the run is made
+  in the current mode)."""
   del jax_mode
   mesh = make_mesh(case.mesh)
   args = case.make_args(_rng(case, 0))
   sharded_args = _put(args, case.in_specs, mesh)
   fn = case.partitioned(mesh)
-  compiled = jax.jit(fn).lower(*sharded_args).compile()
-  return Forward(
+  compiled = jax.jit(fn).lower(*sharded_args).compile(COMPILER_OPTIONS)
+  out = compiled(*sharded_args)
+  weights, grads, grad_collectives = None, (), []
+  if case.grad_argnums:
+    weights = ints_as_floats(_rng(case, 1), out.shape)
+    sharded_weights = jax.device_put(
+      weights, NamedSharding(mesh, case.out_spec)
+    )
+    grad_compiled = (
+      jax.jit(_grad_fn(fn, case.grad_argnums))
+      .lower(*sharded_args, sharded_weights)
+      .compile(COMPILER_OPTIONS)
+    )
+    grads = grad_compiled(*sharded_args, sharded_weights)
+    grad_collectives = collectives(grad_compiled.as_text())
+  want, want_grads = _reference(case.global_fn, case.grad_argnums)(
+    *jax.device_put((args, weights), mesh.devices.flat[0])
+  )
+  return Run(
     mesh,
-    args,
-    sharded_args,
-    fn,
-    compiled(*sharded_args),
-    jax.jit(case.global_fn)(*args),
+    out,
+    want,
     collectives(compiled.as_text()),
-  )
-
-
-@functools.cache
-def _backward(case: Case, jax_mode: str) -> Backward:
-  """The gradients of `sum(weights * fn(...))`, sharded and unsharded."""
-  run = _forward(case, jax_mode)
-  weights = ints_as_floats(_rng(case, 1), np.shape(run.want))
-  sharded_weights = jax.device_put(
-    weights, NamedSharding(run.mesh, case.out_spec)
-  )
-  compiled = (
-    jax.jit(_grad_fn(run.fn, case.diff_argnums))
-    .lower(*run.sharded_args, sharded_weights)
-    .compile()
-  )
-  want_grads = jax.jit(_grad_fn(case.global_fn, case.diff_argnums))(
-    *run.args, weights
-  )
-  return Backward(
-    compiled(*run.sharded_args, sharded_weights),
+    grads,
     want_grads,
-    collectives(compiled.as_text()),
+    grad_collectives,
   )
 
 
@@ -621,25 +643,25 @@ def _assert_sharding(array, mesh, spec, context):
 
 @over(LAYOUTS + SHARD_MAP_CASES)
 def test_equal(case, jax_mode):
-  run = _forward(case, jax_mode)
+  run = _run(case, jax_mode)
   assert_same(run.out, run.want, f"{case.name}: sharded vs unsharded")
 
 
 @over(FREE)
 def test_sharding(case, jax_mode):
-  run = _forward(case, jax_mode)
+  run = _run(case, jax_mode)
   _assert_sharding(run.out, run.mesh, case.out_spec, f"{case.name} output")
 
 
 @over(FREE)
 def test_no_collectives(case, jax_mode):
-  found = _forward(case, jax_mode).collectives
+  found = _run(case, jax_mode).collectives
   assert not found, f"collectives in HLO: {found}"
 
 
 @over(COMMUNICATING + SHARD_MAP_CASES)
 def test_collectives(case, jax_mode):
-  found = _forward(case, jax_mode).collectives
+  found = _run(case, jax_mode).collectives
   source = (
     "docs/sharding.md documents" if isinstance(case, Layout) else "expected"
   )
@@ -650,8 +672,8 @@ def test_collectives(case, jax_mode):
 
 @over(GRAD_EQUAL)
 def test_grad_equal(case, jax_mode):
-  run = _backward(case, jax_mode)
-  for n, got, want in zip(case.diff_argnums, run.grads, run.want_grads):
+  run = _run(case, jax_mode)
+  for n, got, want in zip(case.grad_argnums, run.grads, run.want_grads):
     assert_same(
       got, want, f"{case.name}: gradient wrt argument {n}, sharded vs unsharded"
     )
@@ -659,23 +681,25 @@ def test_grad_equal(case, jax_mode):
 
 @over(DIFFERENTIATED)
 def test_grad_sharding(case, jax_mode):
-  run = _backward(case, jax_mode)
-  mesh = _forward(case, jax_mode).mesh
-  for n, grad in zip(case.diff_argnums, run.grads):
+  run = _run(case, jax_mode)
+  for n, grad in zip(case.grad_argnums, run.grads):
     _assert_sharding(
-      grad, mesh, case.in_specs[n], f"{case.name}: gradient wrt argument {n}"
+      grad,
+      run.mesh,
+      case.in_specs[n],
+      f"{case.name}: gradient wrt argument {n}",
     )
 
 
 @over([layout for layout in DIFFERENTIATED if not layout.grad_collectives])
 def test_grad_no_collectives(case, jax_mode):
-  found = _backward(case, jax_mode).collectives
+  found = _run(case, jax_mode).grad_collectives
   assert not found, f"collectives in HLO: {found}"
 
 
 @over([layout for layout in DIFFERENTIATED if layout.grad_collectives])
 def test_grad_collectives(case, jax_mode):
-  found = _backward(case, jax_mode).collectives
+  found = _run(case, jax_mode).grad_collectives
   assert tuple(found) == case.grad_collectives, (
     f"XLA emits {found}, expected {list(case.grad_collectives)}"
   )
