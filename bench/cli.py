@@ -293,6 +293,7 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   for name, (variant, runner) in runners.items():
     timing = timings[name]
     entry = {"group": variant.group, "compile_s": runner.compile_s,
+             "compile_cpu_s": runner.compile_cpu_s,
              "median_s": timing.median_s, "p10_s": timing.p10_s,
              "p90_s": timing.p90_s, "reps": timing.reps,
              "donated": variant.donated, "peer": bool(variant.requires)}

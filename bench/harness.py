@@ -160,6 +160,8 @@ class Runner:
   """A variant ready to time: `call(setup())` runs it once.
 
   `compile_s` is None for an eager runtime (PyTorch), which compiles nothing.
+  `compile_cpu_s` is the CPU time the process spent compiling: unlike the
+  wall time it does not grow with the load of other processes.
   """
   compile_s: float | None
   call: Callable[[Any], Any]
@@ -169,6 +171,7 @@ class Runner:
   # What a call observed, e.g. {"donated": True} once XLA reused a donated
   # buffer.
   state: dict[str, Any] = dataclasses.field(default_factory=dict)
+  compile_cpu_s: float | None = None
 
 
 @dataclasses.dataclass
@@ -214,6 +217,14 @@ def fwd_bwd(fn: Callable[..., jax.Array],
   return jax.value_and_grad(loss, argnums=diff_argnums)
 
 
+def _compile(jitted, args) -> tuple[Any, float, float]:
+  """(compiled, wall seconds, process CPU seconds) of `jitted` on `args`."""
+  start, cpu = time.perf_counter(), time.process_time()
+  compiled = jitted.lower(*args).compile()
+  return (compiled, time.perf_counter() - start,
+          time.process_time() - cpu)
+
+
 def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
                donate_argnum: int | None = None) -> Runner:
   """Compiles `fn` ahead of time (timed) and returns its runner.
@@ -223,13 +234,11 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
   """
   donate = () if donate_argnum is None else (donate_argnum,)
   jitted = jax.jit(fn, donate_argnums=donate)
-  start = time.perf_counter()
-  compiled = jitted.lower(*args).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jitted, args)
   args = tuple(args)
   if donate_argnum is None:
     return Runner(compile_s, lambda a: compiled(*a), _leaves,
-                  setup=lambda: args)
+                  setup=lambda: args, compile_cpu_s=compile_cpu_s)
 
   def setup():
     fresh = list(args)
@@ -244,7 +253,8 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
     state["donated"] = a[donate_argnum].is_deleted()
     return out
 
-  return Runner(compile_s, call, _leaves, setup=setup, state=state)
+  return Runner(compile_s, call, _leaves, setup=setup, state=state,
+                compile_cpu_s=compile_cpu_s)
 
 
 def loop_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
@@ -259,15 +269,13 @@ def loop_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
   examples = [tuple(a[b] if axis == 0 else a for a, axis in zip(args, in_axes))
               for b in range(batch)]
   jax.block_until_ready(examples)
-  start = time.perf_counter()
-  compiled = jax.jit(fn).lower(*examples[0]).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jax.jit(fn), examples[0])
 
   def outputs(outs):
     return [np.stack(leaves) for leaves in zip(*map(_leaves, outs))]
 
   return Runner(compile_s, lambda ex: [compiled(*e) for e in ex], outputs,
-                setup=lambda: examples)
+                setup=lambda: examples, compile_cpu_s=compile_cpu_s)
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
