@@ -219,7 +219,13 @@ class VsPeers(Bar):
 
 @dataclasses.dataclass
 class Compile(Bar):
-  """Compile time of every JAX variant below `limit_s`."""
+  """Compile time of every JAX variant below `limit_s`.
+
+  The time is the smaller of the wall time and the process's CPU time spent
+  compiling: on a loaded machine the wall time grows with the other
+  processes' load, while the CPU time does not (and where XLA compiles on
+  several threads at once, the wall time is the smaller).
+  """
 
   name: str
   limit_s: float = 2.0
@@ -231,14 +237,15 @@ class Compile(Bar):
       for variant, entry in case["variants"].items():
         if variant in PEERS or entry.get("compile_s") is None:
           continue
-        value = entry["compile_s"]
+        wall, cpu = entry["compile_s"], entry.get("compile_cpu_s")
+        value = wall if cpu is None else min(wall, cpu)
         out.append(
           Check(
             case["key"],
             variant,
             value,
             value < self.limit_s,
-            f"{value:.2f} s (bar < {self.limit_s} s)",
+            f"{value:.2f} s (wall {wall:.2f} s; bar < {self.limit_s} s)",
           )
         )
     return out

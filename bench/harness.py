@@ -197,6 +197,8 @@ class Runner:
   """A variant ready to time: `call(setup())` runs it once.
 
   `compile_s` is None for an eager runtime (PyTorch), which compiles nothing.
+  `compile_cpu_s` is the CPU time the process spent compiling: unlike the
+  wall time it does not grow with the load of other processes.
   """
 
   compile_s: float | None
@@ -207,6 +209,7 @@ class Runner:
   # What a call observed, e.g. {"donated": True} once XLA reused a donated
   # buffer.
   state: dict[str, Any] = dataclasses.field(default_factory=dict)
+  compile_cpu_s: float | None = None
 
 
 @dataclasses.dataclass
@@ -254,6 +257,13 @@ def fwd_bwd(
   return jax.value_and_grad(loss, argnums=diff_argnums)
 
 
+def _compile(jitted, args) -> tuple[Any, float, float]:
+  """(compiled, wall seconds, process CPU seconds) of `jitted` on `args`."""
+  start, cpu = time.perf_counter(), time.process_time()
+  compiled = jitted.lower(*args).compile()
+  return (compiled, time.perf_counter() - start, time.process_time() - cpu)
+
+
 def jax_runner(
   fn: Callable[..., Any],
   args: Sequence[jax.Array],
@@ -266,13 +276,15 @@ def jax_runner(
   """
   donate = () if donate_argnum is None else (donate_argnum,)
   jitted = jax.jit(fn, donate_argnums=donate)
-  start = time.perf_counter()
-  compiled = jitted.lower(*args).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jitted, args)
   args = tuple(args)
   if donate_argnum is None:
     return Runner(
-      compile_s, lambda a: compiled(*a), _leaves, setup=lambda: args
+      compile_s,
+      lambda a: compiled(*a),
+      _leaves,
+      setup=lambda: args,
+      compile_cpu_s=compile_cpu_s,
     )
 
   def setup():
@@ -288,7 +300,14 @@ def jax_runner(
     state["donated"] = a[donate_argnum].is_deleted()
     return out
 
-  return Runner(compile_s, call, _leaves, setup=setup, state=state)
+  return Runner(
+    compile_s,
+    call,
+    _leaves,
+    setup=setup,
+    state=state,
+    compile_cpu_s=compile_cpu_s,
+  )
 
 
 def loop_runner(
@@ -308,9 +327,7 @@ def loop_runner(
     for b in range(batch)
   ]
   jax.block_until_ready(examples)
-  start = time.perf_counter()
-  compiled = jax.jit(fn).lower(*examples[0]).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jax.jit(fn), examples[0])
 
   def outputs(outs):
     return [np.stack(leaves) for leaves in zip(*map(_leaves, outs))]
@@ -320,6 +337,7 @@ def loop_runner(
     lambda ex: [compiled(*e) for e in ex],
     outputs,
     setup=lambda: examples,
+    compile_cpu_s=compile_cpu_s,
   )
 
 
