@@ -38,25 +38,45 @@ HUGETLB = "glibc.malloc.hugetlb=1"
 JEMALLOC_CONF = "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1"
 
 _LIBRARIES = {
-    "jemalloc": (("libjemalloc.so.2", "libjemalloc.so"),
-                 "Debian/Ubuntu: apt-get install libjemalloc2; Fedora: dnf "
-                 "install jemalloc; conda: conda install jemalloc"),
-    "tcmalloc": (("libtcmalloc_minimal.so.4", "libtcmalloc.so.4",
-                  "libtcmalloc_minimal.so", "libtcmalloc.so"),
-                 "Debian/Ubuntu: apt-get install libtcmalloc-minimal4; "
-                 "Fedora: dnf install gperftools-libs; conda: conda install "
-                 "gperftools"),
+  "jemalloc": (
+    ("libjemalloc.so.2", "libjemalloc.so"),
+    "Debian/Ubuntu: apt-get install libjemalloc2; Fedora: dnf "
+    "install jemalloc; conda: conda install jemalloc",
+  ),
+  "tcmalloc": (
+    (
+      "libtcmalloc_minimal.so.4",
+      "libtcmalloc.so.4",
+      "libtcmalloc_minimal.so",
+      "libtcmalloc.so",
+    ),
+    "Debian/Ubuntu: apt-get install libtcmalloc-minimal4; "
+    "Fedora: dnf install gperftools-libs; conda: conda install "
+    "gperftools",
+  ),
 }
-_SEARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-                "/usr/lib64", "/usr/lib", "/usr/local/lib", "/lib64", "/lib")
+_SEARCH_DIRS = (
+  "/usr/lib/x86_64-linux-gnu",
+  "/usr/lib/aarch64-linux-gnu",
+  "/usr/lib64",
+  "/usr/lib",
+  "/usr/local/lib",
+  "/lib64",
+  "/lib",
+)
 
 
 def _ld_cache() -> dict[str, str]:
   """soname -> path from the dynamic loader's cache (`ldconfig -p`)."""
   for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
     try:
-      text = subprocess.run([ldconfig, "-p"], capture_output=True, text=True,
-                            timeout=10, check=False).stdout
+      text = subprocess.run(
+        [ldconfig, "-p"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+      ).stdout
     except (OSError, subprocess.SubprocessError):
       continue
     cache = {}
@@ -78,8 +98,9 @@ def find_library(mode: str) -> str:
   if explicit:
     if os.path.isfile(explicit):
       return explicit
-    raise SystemExit(f"--allocator {mode}: BENCH_{mode.upper()}={explicit} "
-                     "is not a file")
+    raise SystemExit(
+      f"--allocator {mode}: BENCH_{mode.upper()}={explicit} is not a file"
+    )
   cache = _ld_cache()
   for soname in sonames:
     if soname in cache and os.path.isfile(cache[soname]):
@@ -89,10 +110,11 @@ def find_library(mode: str) -> str:
       if hits:
         return hits[0]
   raise SystemExit(
-      f"--allocator {mode}: none of {', '.join(sonames)} was found (searched "
-      f"the ld.so cache and {', '.join(_SEARCH_DIRS)}). Install it ({install})"
-      f" or set BENCH_{mode.upper()}=/path/to/the/library.so. The modes that "
-      "need no library: system, hugetlb.")
+    f"--allocator {mode}: none of {', '.join(sonames)} was found (searched "
+    f"the ld.so cache and {', '.join(_SEARCH_DIRS)}). Install it ({install})"
+    f" or set BENCH_{mode.upper()}=/path/to/the/library.so. The modes that "
+    "need no library: system, hugetlb."
+  )
 
 
 def _is_allocator(path: str) -> bool:
@@ -107,10 +129,14 @@ def restart_env(mode: str, environ: dict[str, str]) -> dict[str, str] | None:
   if environ.get(MARKER) == mode:
     return None
   env = dict(environ)
-  preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
-             if not _is_allocator(p)]
-  tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":")
-              if t and t != HUGETLB]
+  preload = [
+    p
+    for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
+    if not _is_allocator(p)
+  ]
+  tunables = [
+    t for t in env.get("GLIBC_TUNABLES", "").split(":") if t and t != HUGETLB
+  ]
   if mode == "hugetlb":
     tunables.append(HUGETLB)
   if mode in _LIBRARIES:
@@ -118,14 +144,17 @@ def restart_env(mode: str, environ: dict[str, str]) -> dict[str, str] | None:
     env["TBB_ENABLE_SANITIZERS"] = "1"
     if mode == "jemalloc":
       env.setdefault("MALLOC_CONF", JEMALLOC_CONF)
-  for name, values, sep in (("LD_PRELOAD", preload, " "),
-                            ("GLIBC_TUNABLES", tunables, ":")):
+  for name, values, sep in (
+    ("LD_PRELOAD", preload, " "),
+    ("GLIBC_TUNABLES", tunables, ":"),
+  ):
     if values:
       env[name] = sep.join(values)
     else:
       env.pop(name, None)
-  if mode == "system" and env == {k: v for k, v in environ.items()
-                                  if k != MARKER}:
+  if mode == "system" and env == {
+    k: v for k, v in environ.items() if k != MARKER
+  }:
     return None  # nothing to change: no restart needed
   env[MARKER] = mode
   return env
@@ -144,12 +173,18 @@ def loaded() -> list[str]:
 def describe(mode: str) -> dict[str, object]:
   """What the JSON records about the allocator of this process."""
   libraries = loaded()
-  if mode in _LIBRARIES and not any(mode in os.path.basename(p)
-                                    for p in libraries):
-    raise SystemExit(f"--allocator {mode}: the library is not loaded in this "
-                     f"process (LD_PRELOAD={os.environ.get('LD_PRELOAD')!r})")
-  return {"mode": mode, "loaded": libraries,
-          "LD_PRELOAD": os.environ.get("LD_PRELOAD"),
-          "MALLOC_CONF": os.environ.get("MALLOC_CONF"),
-          "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
-          "TBB_ENABLE_SANITIZERS": os.environ.get("TBB_ENABLE_SANITIZERS")}
+  if mode in _LIBRARIES and not any(
+    mode in os.path.basename(p) for p in libraries
+  ):
+    raise SystemExit(
+      f"--allocator {mode}: the library is not loaded in this "
+      f"process (LD_PRELOAD={os.environ.get('LD_PRELOAD')!r})"
+    )
+  return {
+    "mode": mode,
+    "loaded": libraries,
+    "LD_PRELOAD": os.environ.get("LD_PRELOAD"),
+    "MALLOC_CONF": os.environ.get("MALLOC_CONF"),
+    "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
+    "TBB_ENABLE_SANITIZERS": os.environ.get("TBB_ENABLE_SANITIZERS"),
+  }

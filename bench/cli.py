@@ -28,57 +28,109 @@ import numpy as np
 
 from bench import allocator, harness, ops, report, runtimes
 
-_THREAD_VARS = ("XLA_FLAGS", "JAX_PLATFORMS", "JAX_ENABLE_X64",
-                "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-                "CUDA_VISIBLE_DEVICES")
+_THREAD_VARS = (
+  "XLA_FLAGS",
+  "JAX_PLATFORMS",
+  "JAX_ENABLE_X64",
+  "OMP_NUM_THREADS",
+  "OMP_WAIT_POLICY",
+  "MKL_NUM_THREADS",
+  "OPENBLAS_NUM_THREADS",
+  "TF_NUM_INTRAOP_THREADS",
+  "CUDA_VISIBLE_DEVICES",
+)
 _TIERS = ("ir", "large", "sweep", "vmap")
 _REFERENCE_DIR = "bench"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
-      prog="python -m bench", description=__doc__,
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--ops", default=",".join(ops.NAMES),
-                      help="comma-separated operators (default: all of "
-                      f"{', '.join(ops.NAMES)})")
-  parser.add_argument("--cases", default="*",
-                      help="comma-separated glob patterns on 'op/case' or "
-                      "'case', e.g. 'ir*,large' (default: all)")
-  parser.add_argument("--tiers", default=",".join(_TIERS),
-                      help="comma-separated tiers: " + ", ".join(_TIERS))
-  parser.add_argument("--variants", default="*",
-                      help="comma-separated glob patterns on variant names, "
-                      "e.g. 'jaxops*,openvino' (default: all)")
-  parser.add_argument("--reps", type=int, default=30,
-                      help="at most this many timed calls per variant")
-  parser.add_argument("--min-reps", type=int, default=10,
-                      help="at least this many timed calls per variant")
+    prog="python -m bench",
+    description=__doc__,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+    "--ops",
+    default=",".join(ops.NAMES),
+    help=f"comma-separated operators (default: all of {', '.join(ops.NAMES)})",
+  )
+  parser.add_argument(
+    "--cases",
+    default="*",
+    help="comma-separated glob patterns on 'op/case' or "
+    "'case', e.g. 'ir*,large' (default: all)",
+  )
+  parser.add_argument(
+    "--tiers",
+    default=",".join(_TIERS),
+    help="comma-separated tiers: " + ", ".join(_TIERS),
+  )
+  parser.add_argument(
+    "--variants",
+    default="*",
+    help="comma-separated glob patterns on variant names, "
+    "e.g. 'jaxops*,openvino' (default: all)",
+  )
+  parser.add_argument(
+    "--reps",
+    type=int,
+    default=30,
+    help="at most this many timed calls per variant",
+  )
+  parser.add_argument(
+    "--min-reps",
+    type=int,
+    default=10,
+    help="at least this many timed calls per variant",
+  )
   parser.add_argument("--warmup", type=int, default=2)
-  parser.add_argument("--budget", type=float, default=0.5,
-                      help="seconds of timed calls per variant before "
-                      "stopping early (sweep cases get half)")
-  parser.add_argument("--threads", type=int, default=2,
-                      help="threads for OpenVINO, onnxruntime and PyTorch")
-  parser.add_argument("--out", default=os.path.join("bench", "results"),
-                      help="output folder (created)")
-  parser.add_argument("--smoke", action="store_true",
-                      help="tiny sizes and few repetitions (seconds)")
+  parser.add_argument(
+    "--budget",
+    type=float,
+    default=0.5,
+    help="seconds of timed calls per variant before "
+    "stopping early (sweep cases get half)",
+  )
+  parser.add_argument(
+    "--threads",
+    type=int,
+    default=2,
+    help="threads for OpenVINO, onnxruntime and PyTorch",
+  )
+  parser.add_argument(
+    "--out",
+    default=os.path.join("bench", "results"),
+    help="output folder (created)",
+  )
+  parser.add_argument(
+    "--smoke",
+    action="store_true",
+    help="tiny sizes and few repetitions (seconds)",
+  )
   parser.add_argument("--no-plots", action="store_true")
   parser.add_argument(
-      "--allocator", choices=allocator.MODES, default="system",
-      help="restart with this malloc: system (glibc as is), hugetlb (glibc "
-      "with transparent huge pages), jemalloc or tcmalloc (LD_PRELOAD). "
-      "XLA:CPU allocates every output afresh, and with glibc and 4 KiB pages "
-      "a 64 MiB output costs 16384 page faults per call; see "
-      "docs/cpu-performance.md")
-  parser.add_argument("--hugetlb", action="store_const", dest="allocator",
-                      const="hugetlb", help="same as --allocator hugetlb")
+    "--allocator",
+    choices=allocator.MODES,
+    default="system",
+    help="restart with this malloc: system (glibc as is), hugetlb (glibc "
+    "with transparent huge pages), jemalloc or tcmalloc (LD_PRELOAD). "
+    "XLA:CPU allocates every output afresh, and with glibc and 4 KiB pages "
+    "a 64 MiB output costs 16384 page faults per call; see "
+    "docs/cpu-performance.md",
+  )
   parser.add_argument(
-      "--reference", action="store_true",
-      help="write the reference results, bench/RESULTS.md/.json (system "
-      "allocator) or bench/RESULTS-<allocator>.md/.json, without plots")
+    "--hugetlb",
+    action="store_const",
+    dest="allocator",
+    const="hugetlb",
+    help="same as --allocator hugetlb",
+  )
+  parser.add_argument(
+    "--reference",
+    action="store_true",
+    help="write the reference results, bench/RESULTS.md/.json (system "
+    "allocator) or bench/RESULTS-<allocator>.md/.json, without plots",
+  )
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
   if args.smoke:
@@ -99,38 +151,48 @@ def _transparent_hugepages() -> str | None:
 
 def environment(threads: int, mode: str) -> dict[str, Any]:
   import jaxlib
+
   import jaxops
+
   device = jax.devices()[0]
   cpu_model = ""
   try:
     with open("/proc/cpuinfo") as f:
-      cpu_model = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), "")
+      cpu_model = next(
+        (
+          line.split(":", 1)[1].strip()
+          for line in f
+          if line.startswith("model name")
+        ),
+        "",
+      )
   except OSError:
     pass
   return {
-      "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-          timespec="seconds"),
-      "python": platform.python_version(),
-      "platform": platform.platform(),
-      "numpy": np.__version__,
-      "jax": jax.__version__,
-      "jaxlib": jaxlib.__version__,
-      "jaxops": jaxops.__version__,
-      "x64": bool(jax.config.jax_enable_x64),
-      "backend": jax.default_backend(),
-      "device_kind": device.device_kind,
-      "device_count": jax.device_count(),
-      "cpu_count": os.cpu_count(),
-      "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(
-          os, "sched_getaffinity") else None,
-      "cpu_model": cpu_model,
-      "thread_env": {k: os.environ.get(k) for k in _THREAD_VARS},
-      "allocator": allocator.describe(mode),
-      "transparent_hugepages": _transparent_hugepages(),
-      "peer_threads": threads,
-      "peers": runtimes.versions(),
-      "loadavg_start": list(os.getloadavg()),
+    "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+      timespec="seconds"
+    ),
+    "python": platform.python_version(),
+    "platform": platform.platform(),
+    "numpy": np.__version__,
+    "jax": jax.__version__,
+    "jaxlib": jaxlib.__version__,
+    "jaxops": jaxops.__version__,
+    "x64": bool(jax.config.jax_enable_x64),
+    "backend": jax.default_backend(),
+    "device_kind": device.device_kind,
+    "device_count": jax.device_count(),
+    "cpu_count": os.cpu_count(),
+    "cpu_affinity": len(os.sched_getaffinity(0))
+    if hasattr(os, "sched_getaffinity")
+    else None,
+    "cpu_model": cpu_model,
+    "thread_env": {k: os.environ.get(k) for k in _THREAD_VARS},
+    "allocator": allocator.describe(mode),
+    "transparent_hugepages": _transparent_hugepages(),
+    "peer_threads": threads,
+    "peers": runtimes.versions(),
+    "loadavg_start": list(os.getloadavg()),
   }
 
 
@@ -138,24 +200,30 @@ def select_cases(args) -> list[harness.Case]:
   cases = []
   tiers = set(args.tiers.split(","))
   if tiers - set(_TIERS):
-    raise SystemExit(f"unknown tier(s) {sorted(tiers - set(_TIERS))}; "
-                     f"choose from {_TIERS}")
+    raise SystemExit(
+      f"unknown tier(s) {sorted(tiers - set(_TIERS))}; choose from {_TIERS}"
+    )
   patterns = args.cases.split(",")
   for name in args.ops.split(","):
     if name not in ops.NAMES:
       raise SystemExit(f"unknown operator {name!r}; choose from {ops.NAMES}")
     for case in ops.load(name).cases(args.smoke):
       if case.tier in tiers and any(
-          fnmatch.fnmatch(case.key, p) or fnmatch.fnmatch(case.name, p)
-          for p in patterns):
+        fnmatch.fnmatch(case.key, p) or fnmatch.fnmatch(case.name, p)
+        for p in patterns
+      ):
         cases.append(case)
   return cases
 
 
-def plan_variants(case: harness.Case, args: Sequence[jax.Array],
-                  weights: jax.Array, inputs: Sequence[np.ndarray],
-                  out_shape: tuple[int, ...],
-                  threads: int) -> list[harness.Variant]:
+def plan_variants(
+  case: harness.Case,
+  args: Sequence[jax.Array],
+  weights: jax.Array,
+  inputs: Sequence[np.ndarray],
+  out_shape: tuple[int, ...],
+  threads: int,
+) -> list[harness.Variant]:
   """Every variant of `case`, forward group first, in a fixed order.
 
   * `<form>`          forward under `jax.jit`;
@@ -175,57 +243,97 @@ def plan_variants(case: harness.Case, args: Sequence[jax.Array],
   in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
   if not in_place_sweep:
     for form, fn in case.forms.items():
-      variants.append(V(form, "fwd",
-                        lambda fn=fn: harness.jax_runner(fn, args)))
+      variants.append(
+        V(form, "fwd", lambda fn=fn: harness.jax_runner(fn, args))
+      )
   if case.loop is not None:
-    variants.append(V("loop", "fwd", lambda: harness.loop_runner(
-        case.loop, args, case.in_axes)))
+    variants.append(
+      V(
+        "loop",
+        "fwd",
+        lambda: harness.loop_runner(case.loop, args, case.in_axes),
+      )
+    )
   if case.donate_argnum is not None:
     for form, fn in case.forms.items():
-      variants.append(V(
-          f"{form}.donated", "fwd",
+      variants.append(
+        V(
+          f"{form}.donated",
+          "fwd",
           lambda fn=fn: harness.jax_runner(fn, args, case.donate_argnum),
-          donated=True))
+          donated=True,
+        )
+      )
   if case.peers and case.openvino is not None:
-    variants.append(V(
-        "openvino", "fwd",
+    variants.append(
+      V(
+        "openvino",
+        "fwd",
         lambda: runtimes.openvino_runner(case.openvino, inputs, threads),
-        requires=("openvino",)))
+        requires=("openvino",),
+      )
+    )
   if case.peers and case.onnx is not None:
-    variants.append(V(
-        "onnxruntime", "fwd",
-        lambda: runtimes.onnxruntime_runner(case.onnx(inputs), inputs,
-                                            out_shape, threads),
-        requires=("onnxruntime", "onnx")))
+    variants.append(
+      V(
+        "onnxruntime",
+        "fwd",
+        lambda: runtimes.onnxruntime_runner(
+          case.onnx(inputs), inputs, out_shape, threads
+        ),
+        requires=("onnxruntime", "onnx"),
+      )
+    )
   if case.peers and case.torch is not None:
-    variants.append(V(
-        "torch", "fwd",
+    variants.append(
+      V(
+        "torch",
+        "fwd",
         lambda: runtimes.torch_runner(case.torch, inputs, threads),
-        requires=("torch",)))
+        requires=("torch",),
+      )
+    )
   if case.peers and case.torch_inplace is not None:
-    variants.append(V(
-        "torch.inplace", "fwd",
+    variants.append(
+      V(
+        "torch.inplace",
+        "fwd",
         lambda: runtimes.torch_inplace_runner(
-            case.torch_inplace, inputs, case.donate_argnum, threads),
-        donated=True, requires=("torch",)))
+          case.torch_inplace, inputs, case.donate_argnum, threads
+        ),
+        donated=True,
+        requires=("torch",),
+      )
+    )
   if case.grad:
     for form, fn in case.forms.items():
       if case.grad_forms is None or form in case.grad_forms:
-        variants.append(V(
-            f"{form}.grad", "fwdbwd",
+        variants.append(
+          V(
+            f"{form}.grad",
+            "fwdbwd",
             lambda fn=fn: harness.jax_runner(
-                harness.fwd_bwd(fn, case.diff_argnums), (*args, weights))))
+              harness.fwd_bwd(fn, case.diff_argnums), (*args, weights)
+            ),
+          )
+        )
     if case.peers and case.torch is not None:
-      variants.append(V(
-          "torch.grad", "fwdbwd",
+      variants.append(
+        V(
+          "torch.grad",
+          "fwdbwd",
           lambda: runtimes.torch_grad_runner(
-              case.torch, inputs, np.asarray(weights), case.diff_argnums,
-              threads), requires=("torch",)))
+            case.torch, inputs, np.asarray(weights), case.diff_argnums, threads
+          ),
+          requires=("torch",),
+        )
+      )
   return variants
 
 
-def run_case(case: harness.Case, args, bandwidth_Bps: float,
-             progress) -> dict[str, Any]:
+def run_case(
+  case: harness.Case, args, bandwidth_Bps: float, progress
+) -> dict[str, Any]:
   """Builds, cross-checks and times every selected variant of `case`."""
   rng = np.random.default_rng(args.seed)
   inputs = case.make_inputs(rng)
@@ -234,19 +342,29 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   weights = jax.device_put(harness.small_ints(rng, out_shape, 2))
   patterns = args.variants.split(",")
   absent = runtimes.missing()
-  planned = plan_variants(case, jax_args, weights, inputs, out_shape,
-                          args.threads)
+  planned = plan_variants(
+    case, jax_args, weights, inputs, out_shape, args.threads
+  )
   record: dict[str, Any] = {
-      "op": case.op, "name": case.name, "key": case.key, "tier": case.tier,
-      "shapes": case.shapes, "sweep": case.sweep, "size": case.size,
-      "unique": case.unique, "peer_threads": case.peer_threads,
-      "batch": case.batch,
-      "in_axes": list(case.in_axes) if case.in_axes else None,
-      "out_shape": list(out_shape), "variants": {}, "skipped": {},
-      "traffic": {
-          "floor_bytes": case.traffic.floor_bytes(),
-          "line_floor_bytes": case.traffic.line_floor_bytes(),
-          "copy_bytes": case.traffic.copy},
+    "op": case.op,
+    "name": case.name,
+    "key": case.key,
+    "tier": case.tier,
+    "shapes": case.shapes,
+    "sweep": case.sweep,
+    "size": case.size,
+    "unique": case.unique,
+    "peer_threads": case.peer_threads,
+    "batch": case.batch,
+    "in_axes": list(case.in_axes) if case.in_axes else None,
+    "out_shape": list(out_shape),
+    "variants": {},
+    "skipped": {},
+    "traffic": {
+      "floor_bytes": case.traffic.floor_bytes(),
+      "line_floor_bytes": case.traffic.line_floor_bytes(),
+      "copy_bytes": case.traffic.copy,
+    },
   }
   record["floor_s"] = case.traffic.floor_bytes() / bandwidth_Bps
   record["line_floor_s"] = case.traffic.line_floor_bytes() / bandwidth_Bps
@@ -255,7 +373,9 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   for name, why in case.excluded.items():
     if selected(name):
       record["skipped"][name] = why
-  runners, outputs = {}, {}
+  # Each variant is compared with the first of its group as soon as it has
+  # run, so that only those references stay in memory.
+  runners, references, checks = {}, {}, []
   for variant in planned:
     if not selected(variant.name):
       continue
@@ -273,21 +393,40 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
         raise
       record["skipped"][variant.name] = f"{type(e).__name__}: {e}"[:300]
       continue
-    outputs[variant.name] = (variant.group, runner.outputs(out))
+    leaves = runner.outputs(out)
     del out
+    if variant.group in references:
+      checks += harness.compare_outputs(
+        case, variant.name, leaves, *references[variant.group]
+      )
+    else:
+      references[variant.group] = (variant.name, leaves)
+    del leaves
     runners[variant.name] = (variant, runner)
-  record["checks"] = harness.check_bit_exact(case, outputs)
-  del outputs
+  record["checks"] = checks
+  del references
   budget = args.budget / 2 if case.tier == "sweep" else args.budget
   progress.set_postfix_str(f"{case.key}: timing {len(runners)} variants")
-  timings = harness.measure({name: r for name, (_, r) in runners.items()},
-                            args.warmup, args.reps, budget, args.min_reps)
+  timings = harness.measure(
+    {name: r for name, (_, r) in runners.items()},
+    args.warmup,
+    args.reps,
+    budget,
+    args.min_reps,
+  )
   for name, (variant, runner) in runners.items():
     timing = timings[name]
-    entry = {"group": variant.group, "compile_s": runner.compile_s,
-             "median_s": timing.median_s, "p10_s": timing.p10_s,
-             "p90_s": timing.p90_s, "reps": timing.reps,
-             "donated": variant.donated, "peer": bool(variant.requires)}
+    entry = {
+      "group": variant.group,
+      "compile_s": runner.compile_s,
+      "compile_cpu_s": runner.compile_cpu_s,
+      "median_s": timing.median_s,
+      "p10_s": timing.p10_s,
+      "p90_s": timing.p90_s,
+      "reps": timing.reps,
+      "donated": variant.donated,
+      "peer": bool(variant.requires),
+    }
     if variant.donated and "donated" in runner.state:
       entry["donation_used"] = bool(runner.state["donated"])
     record["variants"][name] = entry
@@ -296,21 +435,25 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
 
 def _reference_paths(mode: str) -> tuple[str, str]:
   stem = "RESULTS" if mode == "system" else f"RESULTS-{mode}"
-  return (os.path.join(_REFERENCE_DIR, f"{stem}.json"),
-          os.path.join(_REFERENCE_DIR, f"{stem}.md"))
+  return (
+    os.path.join(_REFERENCE_DIR, f"{stem}.json"),
+    os.path.join(_REFERENCE_DIR, f"{stem}.md"),
+  )
 
 
 def _reference_header(mode: str, json_path: str) -> str:
   command = "python -m bench --reference" + (
-      "" if mode == "system" else f" --allocator {mode}")
+    "" if mode == "system" else f" --allocator {mode}"
+  )
   return (
-      "# jaxops benchmark: reference run\n\n"
-      f"Output of `{command}` (regenerate with the same command) on the "
-      "2-core development machine, shared with other jobs: see the load "
-      "average in the header, timings are noisy and ratios within ~15% are "
-      "parity. The JSON beside this file holds every number; compare a new "
-      f"run with `python -m bench.compare {json_path} "
-      "bench/results/results.json`.\n\n")
+    "# jaxops benchmark: reference run\n\n"
+    f"Output of `{command}` (regenerate with the same command) on the "
+    "2-core development machine, shared with other jobs: see the load "
+    "average in the header, timings are noisy and ratios within ~15% are "
+    "parity. The JSON beside this file holds every number; compare a new "
+    f"run with `python -m bench.compare {json_path} "
+    "bench/results/results.json`.\n\n"
+  )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,9 +465,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "bench", *argv],
-              env_restart)
+    os.execve(
+      sys.executable, [sys.executable, "-m", "bench", *argv], env_restart
+    )
   from tqdm import tqdm
+
   os.makedirs(args.out, exist_ok=True)
   # Import the peer runtimes before JAX starts its threads: one of them forks
   # a helper process at import, which JAX warns may deadlock.
@@ -336,8 +481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   bandwidth["used"] = "host_copyto_Bps" if on_cpu else "device_copy_Bps"
   bw = bandwidth[bandwidth["used"]]
   cases = select_cases(args)
-  results = {"env": env, "bandwidth": bandwidth, "config": vars(args),
-             "cases": []}
+  results = {
+    "env": env,
+    "bandwidth": bandwidth,
+    "config": vars(args),
+    "cases": [],
+  }
   if args.reference:
     json_path, md_path = _reference_paths(args.allocator)
   else:
@@ -345,8 +494,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     md_path = os.path.join(args.out, "results.md")
   start = time.perf_counter()
   failure = None
-  with tqdm(total=len(cases), desc="bench", unit="case",
-            file=sys.stderr, dynamic_ncols=True) as progress:
+  with tqdm(
+    total=len(cases),
+    desc="bench",
+    unit="case",
+    file=sys.stderr,
+    dynamic_ncols=True,
+  ) as progress:
     for case in cases:
       try:
         results["cases"].append(run_case(case, args, bw, progress))
@@ -364,8 +518,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     json.dump(results, f, indent=1)
   text = report.markdown(results)
   with open(md_path, "w") as f:
-    f.write(_reference_header(args.allocator, json_path) + text
-            if args.reference else text)
+    f.write(
+      _reference_header(args.allocator, json_path) + text
+      if args.reference
+      else text
+    )
   print(text)
   if not args.no_plots:
     for path in report.plots(results, args.out):

@@ -41,22 +41,33 @@ class Traffic:
     random_lines: bytes of the 64-byte cache lines those accesses touch.
     copy: extra bytes (read + write) a non-donated, out-of-place call moves.
   """
+
   streamed: int
   random_useful: int = 0
   random_lines: int = 0
   copy: int = 0
 
   @classmethod
-  def random(cls, streamed: int, accesses: int, access_bytes: int, cap: int,
-             copy: int = 0) -> Traffic:
+  def random(
+    cls,
+    streamed: int,
+    accesses: int,
+    access_bytes: int,
+    cap: int,
+    copy: int = 0,
+  ) -> Traffic:
     """`accesses` independent random accesses of `access_bytes` each.
 
     Both random terms are capped at `cap`, the bytes of data the accesses can
     reach: touching every line once is always enough.
     """
     lines = math.ceil(access_bytes / CACHE_LINE) * CACHE_LINE
-    return cls(streamed, min(accesses * access_bytes, cap),
-               min(accesses * lines, cap), copy)
+    return cls(
+      streamed,
+      min(accesses * access_bytes, cap),
+      min(accesses * lines, cap),
+      copy,
+    )
 
   def floor_bytes(self, donated: bool = True) -> int:
     """Bytes that must move at all: streamed + useful random bytes."""
@@ -82,6 +93,7 @@ class Case:
   function a Python loop of jitted calls runs, with `in_axes` saying which
   arguments carry the batch (0) and which are shared (None).
   """
+
   op: str
   name: str
   tier: str  # "ir" (the spec's layer shapes), "large", "sweep" or "vmap"
@@ -118,11 +130,17 @@ class Case:
     return f"{self.op}/{self.name}"
 
 
-def vmap_case(base: Case, name: str, batch: int,
-              in_axes: tuple[int | None, ...],
-              batched: Callable[..., jax.Array], *,
-              forms: Sequence[str] = ("jaxops",),
-              donate: bool = False, grad: bool = True) -> Case:
+def vmap_case(
+  base: Case,
+  name: str,
+  batch: int,
+  in_axes: tuple[int | None, ...],
+  batched: Callable[..., jax.Array],
+  *,
+  forms: Sequence[str] = ("jaxops",),
+  donate: bool = False,
+  grad: bool = True,
+) -> Case:
   """`base` under `jax.vmap` over a batch of `batch` examples.
 
   Arguments with `in_axes` 0 get `batch` independent draws of `base`'s
@@ -136,23 +154,42 @@ def vmap_case(base: Case, name: str, batch: int,
 
   def make_inputs(rng):
     draws = [base.make_inputs(rng) for _ in range(batch)]
-    return tuple(np.stack([d[j] for d in draws]) if axis == 0 else draws[0][j]
-                 for j, axis in enumerate(in_axes))
+    return tuple(
+      np.stack([d[j] for d in draws]) if axis == 0 else draws[0][j]
+      for j, axis in enumerate(in_axes)
+    )
 
   t = base.traffic
-  traffic = Traffic(batch * t.streamed, batch * t.random_useful,
-                    batch * t.random_lines, batch * t.copy)
+  traffic = Traffic(
+    batch * t.streamed,
+    batch * t.random_useful,
+    batch * t.random_lines,
+    batch * t.copy,
+  )
   vmapped = {f: jax.vmap(base.forms[f], in_axes=in_axes) for f in forms}
   axes = ", ".join("batched" if a == 0 else "shared" for a in in_axes)
   return dataclasses.replace(
-      base, name=name, tier="vmap", make_inputs=make_inputs,
-      shapes=f"{batch} x ({base.shapes}); arguments {axes}",
-      forms={**vmapped, "batched": batched}, traffic=traffic,
-      grad_forms=("jaxops", "batched"),
-      openvino=None, onnx=None, torch=None, torch_inplace=None,
-      donate_argnum=base.donate_argnum if donate else None, sweep=None,
-      size=None, grad=grad, peers=False, loop=base.forms["jaxops"],
-      in_axes=tuple(in_axes), batch=batch)
+    base,
+    name=name,
+    tier="vmap",
+    make_inputs=make_inputs,
+    shapes=f"{batch} x ({base.shapes}); arguments {axes}",
+    forms={**vmapped, "batched": batched},
+    traffic=traffic,
+    grad_forms=("jaxops", "batched"),
+    openvino=None,
+    onnx=None,
+    torch=None,
+    torch_inplace=None,
+    donate_argnum=base.donate_argnum if donate else None,
+    sweep=None,
+    size=None,
+    grad=grad,
+    peers=False,
+    loop=base.forms["jaxops"],
+    in_axes=tuple(in_axes),
+    batch=batch,
+  )
 
 
 @dataclasses.dataclass
@@ -160,7 +197,10 @@ class Runner:
   """A variant ready to time: `call(setup())` runs it once.
 
   `compile_s` is None for an eager runtime (PyTorch), which compiles nothing.
+  `compile_cpu_s` is the CPU time the process spent compiling: unlike the
+  wall time it does not grow with the load of other processes.
   """
+
   compile_s: float | None
   call: Callable[[Any], Any]
   outputs: Callable[[Any], list[np.ndarray]]
@@ -169,6 +209,7 @@ class Runner:
   # What a call observed, e.g. {"donated": True} once XLA reused a donated
   # buffer.
   state: dict[str, Any] = dataclasses.field(default_factory=dict)
+  compile_cpu_s: float | None = None
 
 
 @dataclasses.dataclass
@@ -182,25 +223,31 @@ class Variant:
   requires: tuple[str, ...] = ()
 
 
-def small_ints(rng: np.random.Generator, shape: Sequence[int], high: int,
-               dtype=np.float32) -> np.ndarray:
+def small_ints(
+  rng: np.random.Generator, shape: Sequence[int], high: int, dtype=np.float32
+) -> np.ndarray:
   """Nonzero integers in [-high, high] as floats.
 
   Every sum and product the fwd+bwd variants form is then exact, so results
   must agree bit for bit whatever order XLA or a peer accumulates in, and no
-  -0.0 can arise from a zero operand.
+  -0.0 can arise from a zero operand. (Drawn as int8 where they fit: the IR
+  scatter's 38M elements take a second, not ten.)
   """
-  magnitude = rng.integers(1, high + 1, size=tuple(shape))
-  sign = rng.choice(np.array([-1, 1]), size=tuple(shape))
-  return (magnitude * sign).astype(dtype)
+  shape = tuple(shape)
+  narrow = np.int8 if high <= np.iinfo(np.int8).max else np.int64
+  values = rng.integers(1, high + 1, size=shape, dtype=narrow)
+  negative = rng.integers(0, 2, size=shape, dtype=np.int8).astype(bool)
+  np.negative(values, out=values, where=negative)
+  return values.astype(dtype)
 
 
 def _leaves(tree) -> list[np.ndarray]:
   return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-def fwd_bwd(fn: Callable[..., jax.Array],
-            diff_argnums: tuple[int, ...]) -> Callable[..., Any]:
+def fwd_bwd(
+  fn: Callable[..., jax.Array], diff_argnums: tuple[int, ...]
+) -> Callable[..., Any]:
   """`value_and_grad` of `sum(fn(*args) * w)`, `w` the last argument."""
 
   def loss(*args):
@@ -210,8 +257,18 @@ def fwd_bwd(fn: Callable[..., jax.Array],
   return jax.value_and_grad(loss, argnums=diff_argnums)
 
 
-def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
-               donate_argnum: int | None = None) -> Runner:
+def _compile(jitted, args) -> tuple[Any, float, float]:
+  """(compiled, wall seconds, process CPU seconds) of `jitted` on `args`."""
+  start, cpu = time.perf_counter(), time.process_time()
+  compiled = jitted.lower(*args).compile()
+  return (compiled, time.perf_counter() - start, time.process_time() - cpu)
+
+
+def jax_runner(
+  fn: Callable[..., Any],
+  args: Sequence[jax.Array],
+  donate_argnum: int | None = None,
+) -> Runner:
   """Compiles `fn` ahead of time (timed) and returns its runner.
 
   A donated argument gets a fresh device copy before every call (outside
@@ -219,13 +276,16 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
   """
   donate = () if donate_argnum is None else (donate_argnum,)
   jitted = jax.jit(fn, donate_argnums=donate)
-  start = time.perf_counter()
-  compiled = jitted.lower(*args).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jitted, args)
   args = tuple(args)
   if donate_argnum is None:
-    return Runner(compile_s, lambda a: compiled(*a), _leaves,
-                  setup=lambda: args)
+    return Runner(
+      compile_s,
+      lambda a: compiled(*a),
+      _leaves,
+      setup=lambda: args,
+      compile_cpu_s=compile_cpu_s,
+    )
 
   def setup():
     fresh = list(args)
@@ -240,11 +300,21 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
     state["donated"] = a[donate_argnum].is_deleted()
     return out
 
-  return Runner(compile_s, call, _leaves, setup=setup, state=state)
+  return Runner(
+    compile_s,
+    call,
+    _leaves,
+    setup=setup,
+    state=state,
+    compile_cpu_s=compile_cpu_s,
+  )
 
 
-def loop_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
-                in_axes: Sequence[int | None]) -> Runner:
+def loop_runner(
+  fn: Callable[..., Any],
+  args: Sequence[jax.Array],
+  in_axes: Sequence[int | None],
+) -> Runner:
   """A Python loop of jitted `fn` calls, one per example of the batch.
 
   The examples are split off the batched arguments before the clock starts
@@ -252,25 +322,30 @@ def loop_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
   bit-exactness check only, outside the clock.
   """
   batch = next(a.shape[0] for a, axis in zip(args, in_axes) if axis == 0)
-  examples = [tuple(a[b] if axis == 0 else a for a, axis in zip(args, in_axes))
-              for b in range(batch)]
+  examples = [
+    tuple(a[b] if axis == 0 else a for a, axis in zip(args, in_axes))
+    for b in range(batch)
+  ]
   jax.block_until_ready(examples)
-  start = time.perf_counter()
-  compiled = jax.jit(fn).lower(*examples[0]).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jax.jit(fn), examples[0])
 
   def outputs(outs):
     return [np.stack(leaves) for leaves in zip(*map(_leaves, outs))]
 
-  return Runner(compile_s, lambda ex: [compiled(*e) for e in ex], outputs,
-                setup=lambda: examples)
+  return Runner(
+    compile_s,
+    lambda ex: [compiled(*e) for e in ex],
+    outputs,
+    setup=lambda: examples,
+    compile_cpu_s=compile_cpu_s,
+  )
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
   if a.shape != b.shape or a.dtype != b.dtype:
     return False, f"{a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
   a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-  if a.tobytes() == b.tobytes():
+  if np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
     return True, "bit-exact"
   differ = a != b
   if np.issubdtype(a.dtype, np.inexact):
@@ -279,35 +354,54 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
     return True, "equal (differs only in the sign of zero or NaN payload)"
   where = np.argwhere(differ)
   first = tuple(int(i) for i in where[0])
-  return False, (f"{int(differ.sum())} of {a.size} elements differ, first at "
-                 f"{first}: {a[first]!r} vs {b[first]!r}")
+  return False, (
+    f"{int(differ.sum())} of {a.size} elements differ, first at "
+    f"{first}: {a[first]!r} vs {b[first]!r}"
+  )
 
 
-def check_bit_exact(case: Case,
-                    outputs: dict[str, tuple[str, list[np.ndarray]]]
-                    ) -> list[dict[str, str]]:
+def compare_outputs(
+  case: Case,
+  name: str,
+  leaves: Sequence[np.ndarray],
+  ref: str,
+  ref_leaves: Sequence[np.ndarray],
+) -> list[dict[str, str]]:
+  """Compares variant `name`'s outputs with `ref`'s; raises on a mismatch.
+
+  Returns one record per output array, for the JSON file.
+  """
+  if len(leaves) != len(ref_leaves):
+    raise BitExactError(
+      f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
+      f"{len(ref_leaves)}"
+    )
+  checks = []
+  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
+    ok, detail = _same_bits(a, b)
+    if not ok:
+      raise BitExactError(
+        f"{case.key}: output {i} of {name} differs from {ref}: {detail}"
+      )
+    checks.append(
+      {"variant": name, "reference": ref, "output": str(i), "result": detail}
+    )
+  return checks
+
+
+def check_bit_exact(
+  case: Case, outputs: dict[str, tuple[str, list[np.ndarray]]]
+) -> list[dict[str, str]]:
   """Compares every variant with the first of its group; raises on mismatch.
 
-  Returns one record per comparison, for the JSON file.
+  `outputs` maps a variant name to (group, output arrays), in plan order.
   """
   checks = []
   reference: dict[str, str] = {}
   for name, (group, leaves) in outputs.items():
     ref = reference.setdefault(group, name)
-    if ref == name:
-      continue
-    ref_leaves = outputs[ref][1]
-    if len(leaves) != len(ref_leaves):
-      raise BitExactError(
-          f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
-          f"{len(ref_leaves)}")
-    for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-      ok, detail = _same_bits(a, b)
-      if not ok:
-        raise BitExactError(
-            f"{case.key}: output {i} of {name} differs from {ref}: {detail}")
-      checks.append({"variant": name, "reference": ref, "output": str(i),
-                     "result": detail})
+    if ref != name:
+      checks += compare_outputs(case, name, leaves, ref, outputs[ref][1])
   return checks
 
 
@@ -319,8 +413,13 @@ class Timing:
   reps: int
 
 
-def measure(runners: dict[str, Runner], warmup: int, reps: int,
-            budget_s: float, min_reps: int = 5) -> dict[str, Timing]:
+def measure(
+  runners: dict[str, Runner],
+  warmup: int,
+  reps: int,
+  budget_s: float,
+  min_reps: int = 5,
+) -> dict[str, Timing]:
   """Median of up to `reps` timed calls per runner (at least `min_reps`).
 
   The runners are timed round-robin, one call each per round in a shuffled
@@ -341,8 +440,9 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
 
   def running(name):
     n = len(times[name])
-    return n < reps and (n < min_reps or (spent[name] < budget_s and
-                                          wall[name] < 3 * budget_s))
+    return n < reps and (
+      n < min_reps or (spent[name] < budget_s and wall[name] < 3 * budget_s)
+    )
 
   # A fixed-seed shuffle of each round, so no variant always runs right
   # after the same neighbour (whose threads or cache state it would inherit).
@@ -397,6 +497,8 @@ def measure_bandwidth(nbytes: int, reps: int = 7) -> dict[str, float]:
     jax.block_until_ready(copy(x))
     device.append(time.perf_counter() - start)
   del x
-  return {"bytes": float(2 * n * 4),
-          "host_copyto_Bps": 2 * n * 4 / statistics.median(host),
-          "device_copy_Bps": 2 * n * 4 / statistics.median(device)}
+  return {
+    "bytes": float(2 * n * 4),
+    "host_copyto_Bps": 2 * n * 4 / statistics.median(host),
+    "device_copy_Bps": 2 * n * 4 / statistics.median(device),
+  }

@@ -53,9 +53,14 @@ def evaluate_bars(results: dict) -> list[dict[str, Any]]:
 
 
 def _jax_compile_max(case: dict) -> float | None:
-  return max((v["compile_s"] for v in case["variants"].values()
-              if not v.get("peer") and v.get("compile_s") is not None),
-             default=None)
+  return max(
+    (
+      v["compile_s"]
+      for v in case["variants"].values()
+      if not v.get("peer") and v.get("compile_s") is not None
+    ),
+    default=None,
+  )
 
 
 def forward_rows(results: dict) -> list[dict[str, Any]]:
@@ -70,17 +75,25 @@ def forward_rows(results: dict) -> list[dict[str, Any]]:
       donated = entry["donated"]
       peer_name, peer = bars.fastest_peer(case, name)
       floor, line_floor = floors(case, name)
-      rows.append({
-          "case": case["key"], "variant": name, "jaxops_s": entry["median_s"],
+      rows.append(
+        {
+          "case": case["key"],
+          "variant": name,
+          "jaxops_s": entry["median_s"],
           "plain_s": _median(case, "plain.donated" if donated else "plain"),
           "openvino_s": _median(case, "openvino"),
           "onnxruntime_s": _median(case, "onnxruntime"),
           "torch_s": _median(case, "torch.inplace" if donated else "torch"),
-          "best_peer": peer_name, "best_peer_s": peer, "floor_s": floor,
-          "line_floor_s": line_floor, "compile_max_s": _jax_compile_max(case),
+          "best_peer": peer_name,
+          "best_peer_s": peer,
+          "floor_s": floor,
+          "line_floor_s": line_floor,
+          "compile_max_s": _jax_compile_max(case),
           "peer_threads": case.get("peer_threads"),
           "jaxops_over_peer": entry["median_s"] / peer if peer else None,
-          "jaxops_over_line_floor": entry["median_s"] / line_floor})
+          "jaxops_over_line_floor": entry["median_s"] / line_floor,
+        }
+      )
   return rows
 
 
@@ -92,10 +105,16 @@ def grad_rows(results: dict) -> list[dict[str, Any]]:
     plain, torch = _median(case, "plain.grad"), _median(case, "torch.grad")
     for name, entry in case["variants"].items():
       if entry["group"] == "fwdbwd" and name.startswith("jaxops"):
-        rows.append({"case": case["key"], "variant": name,
-                     "jaxops_s": entry["median_s"], "plain_s": plain,
-                     "torch_s": torch,
-                     "speedup": plain / entry["median_s"] if plain else None})
+        rows.append(
+          {
+            "case": case["key"],
+            "variant": name,
+            "jaxops_s": entry["median_s"],
+            "plain_s": plain,
+            "torch_s": torch,
+            "speedup": plain / entry["median_s"] if plain else None,
+          }
+        )
   return rows
 
 
@@ -103,52 +122,57 @@ def _header(results: dict) -> list[str]:
   env, bw = results["env"], results["bandwidth"]
   alloc = env.get("allocator", {})
   mode = alloc.get("mode", "system")
-  detail = ", ".join(f"{k}={alloc[k]}" for k in (
-      "LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES") if alloc.get(k))
+  detail = ", ".join(
+    f"{k}={alloc[k]}"
+    for k in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES")
+    if alloc.get(k)
+  )
   return [
-      "# jaxops benchmark",
-      "",
-      f"{env['utc']} | backend **{env['backend']}** ({env['device_kind']}) | "
-      f"jax {env['jax']} / jaxlib {env['jaxlib']} | x64 "
-      f"{'on' if env.get('x64') else 'off'} | {env['cpu_count']} CPUs "
-      f"({env['cpu_model']}) | allocator **{mode}**"
-      + (f" ({detail})" if detail else "") + " | peers: " + ", ".join(
-          f"{k} {v}" for k, v in env["peers"].items()) +
-      f" ({env['peer_threads']} threads) | load average "
-      f"{env['loadavg_start'][0]:.2f} -> "
-      f"{env.get('loadavg_end', [math.nan])[0]:.2f}",
-      "",
-      f"Copy bandwidth: host np.copyto {bw['host_copyto_Bps'] / 1e9:.2f} GB/s, "
-      f"jitted device copy {bw['device_copy_Bps'] / 1e9:.2f} GB/s (read + "
-      f"write bytes); floors use `{bw['used']}`. Times are medians in ms.",
-      "",
+    "# jaxops benchmark",
+    "",
+    f"{env['utc']} | backend **{env['backend']}** ({env['device_kind']}) | "
+    f"jax {env['jax']} / jaxlib {env['jaxlib']} | x64 "
+    f"{'on' if env.get('x64') else 'off'} | {env['cpu_count']} CPUs "
+    f"({env['cpu_model']}) | allocator **{mode}**"
+    + (f" ({detail})" if detail else "")
+    + " | peers: "
+    + ", ".join(f"{k} {v}" for k, v in env["peers"].items())
+    + f" ({env['peer_threads']} threads) | load average "
+    f"{env['loadavg_start'][0]:.2f} -> "
+    f"{env.get('loadavg_end', [math.nan])[0]:.2f}",
+    "",
+    f"Copy bandwidth: host np.copyto {bw['host_copyto_Bps'] / 1e9:.2f} GB/s, "
+    f"jitted device copy {bw['device_copy_Bps'] / 1e9:.2f} GB/s (read + "
+    f"write bytes); floors use `{bw['used']}`. Times are medians in ms.",
+    "",
   ]
 
 
 def _forward_table(results: dict) -> list[str]:
   lines = [
-      "## Forward",
-      "",
-      "Donated rows compare with every peer call, PyTorch's in-place one "
-      "included (its column then shows `torch.inplace`); out-of-place rows "
-      "with the out-of-place peer calls. `*`: peers on one thread (duplicate "
-      "indices), left out of the peer bars.",
-      "",
-      "| case | jaxops variant | jaxops | plain | OpenVINO | onnxruntime | "
-      "PyTorch | line floor | jaxops/best peer | jaxops/line floor | "
-      "max compile |",
-      "|---|---|---|---|---|---|---|---|---|---|---|",
+    "## Forward",
+    "",
+    "Donated rows compare with every peer call, PyTorch's in-place one "
+    "included (its column then shows `torch.inplace`); out-of-place rows "
+    "with the out-of-place peer calls. `*`: peers on one thread (duplicate "
+    "indices), left out of the peer bars.",
+    "",
+    "| case | jaxops variant | jaxops | plain | OpenVINO | onnxruntime | "
+    "PyTorch | line floor | jaxops/best peer | jaxops/line floor | "
+    "max compile |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for r in forward_rows(results):
     star = "*" if r["peer_threads"] else ""
     lines.append(
-        f"| {r['case']}{star} | {r['variant']} | {_ms(r['jaxops_s'])} | "
-        f"{_ms(r['plain_s'])} | {_ms(r['openvino_s'])} | "
-        f"{_ms(r['onnxruntime_s'])} | {_ms(r['torch_s'])} | "
-        f"{_ms(r['line_floor_s'])} | "
-        f"{_ratio(r['jaxops_s'], r['best_peer_s'])} | "
-        f"{_ratio(r['jaxops_s'], r['line_floor_s'])} | "
-        f"{_ms(r['compile_max_s'])} |")
+      f"| {r['case']}{star} | {r['variant']} | {_ms(r['jaxops_s'])} | "
+      f"{_ms(r['plain_s'])} | {_ms(r['openvino_s'])} | "
+      f"{_ms(r['onnxruntime_s'])} | {_ms(r['torch_s'])} | "
+      f"{_ms(r['line_floor_s'])} | "
+      f"{_ratio(r['jaxops_s'], r['best_peer_s'])} | "
+      f"{_ratio(r['jaxops_s'], r['line_floor_s'])} | "
+      f"{_ms(r['compile_max_s'])} |"
+    )
   return lines
 
 
@@ -156,15 +180,21 @@ def _grad_table(results: dict) -> list[str]:
   grads = grad_rows(results)
   if not grads:
     return []
-  lines = ["", "## Forward + backward (value_and_grad)", "",
-           "| case | jaxops variant | jaxops | plain autodiff | PyTorch "
-           "autograd | plain/jaxops | PyTorch/jaxops |",
-           "|---|---|---|---|---|---|---|"]
+  lines = [
+    "",
+    "## Forward + backward (value_and_grad)",
+    "",
+    "| case | jaxops variant | jaxops | plain autodiff | PyTorch "
+    "autograd | plain/jaxops | PyTorch/jaxops |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for r in grads:
-    lines.append(f"| {r['case']} | {r['variant']} | {_ms(r['jaxops_s'])} | "
-                 f"{_ms(r['plain_s'])} | {_ms(r['torch_s'])} | "
-                 f"{_ratio(r['plain_s'], r['jaxops_s'])} | "
-                 f"{_ratio(r['torch_s'], r['jaxops_s'])} |")
+    lines.append(
+      f"| {r['case']} | {r['variant']} | {_ms(r['jaxops_s'])} | "
+      f"{_ms(r['plain_s'])} | {_ms(r['torch_s'])} | "
+      f"{_ratio(r['plain_s'], r['jaxops_s'])} | "
+      f"{_ratio(r['torch_s'], r['jaxops_s'])} |"
+    )
   return lines
 
 
@@ -172,32 +202,41 @@ def _vmap_table(results: dict) -> list[str]:
   cases = [c for c in results["cases"] if c["tier"] == "vmap"]
   if not cases:
     return []
-  lines = ["", "## vmap", "",
-           "`jax.vmap` of the jaxops call vs the equivalent single batched "
-           "call (`batched`) and a Python loop of jitted per-example calls "
-           "(`loop`). Arguments: which carry the batch.", "",
-           "| case | arguments | batch | vmap | batched | loop | "
-           "vmap/batched | loop/vmap | vmap donated / batched donated | "
-           "vmap fwd+bwd / batched fwd+bwd |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "",
+    "## vmap",
+    "",
+    "`jax.vmap` of the jaxops call vs the equivalent single batched "
+    "call (`batched`) and a Python loop of jitted per-example calls "
+    "(`loop`). Arguments: which carry the batch.",
+    "",
+    "| case | arguments | batch | vmap | batched | loop | "
+    "vmap/batched | loop/vmap | vmap donated / batched donated | "
+    "vmap fwd+bwd / batched fwd+bwd |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
   for c in cases:
     t = lambda n, c=c: _median(c, n)
     axes = ", ".join("b" if a == 0 else "-" for a in c.get("in_axes") or [])
     lines.append(
-        f"| {c['key']} | {axes} | {c.get('batch')} | {_ms(t('jaxops'))} | "
-        f"{_ms(t('batched'))} | {_ms(t('loop'))} | "
-        f"{_ratio(t('jaxops'), t('batched'))} | "
-        f"{_ratio(t('loop'), t('jaxops'))} | "
-        f"{_ratio(t('jaxops.donated'), t('batched.donated'))} | "
-        f"{_ratio(t('jaxops.grad'), t('batched.grad'))} |")
+      f"| {c['key']} | {axes} | {c.get('batch')} | {_ms(t('jaxops'))} | "
+      f"{_ms(t('batched'))} | {_ms(t('loop'))} | "
+      f"{_ratio(t('jaxops'), t('batched'))} | "
+      f"{_ratio(t('loop'), t('jaxops'))} | "
+      f"{_ratio(t('jaxops.donated'), t('batched.donated'))} | "
+      f"{_ratio(t('jaxops.grad'), t('batched.grad'))} |"
+    )
   return lines
 
 
 _DEFAULT_COSTS = (
-    ("jaxops", "jaxops_clip", "mode='fill' / mode='clip'"),
-    ("jaxops", "jaxops_unique", "default / unique_indices=True"),
-    ("jaxops.donated", "jaxops_unique.donated",
-     "default / unique_indices=True, donated"),
+  ("jaxops", "jaxops_clip", "mode='fill' / mode='clip'"),
+  ("jaxops", "jaxops_unique", "default / unique_indices=True"),
+  (
+    "jaxops.donated",
+    "jaxops_unique.donated",
+    "default / unique_indices=True, donated",
+  ),
 )
 
 
@@ -207,16 +246,22 @@ def _defaults_table(results: dict) -> list[str]:
     for a, b, what in _DEFAULT_COSTS:
       ta, tb = _median(c, a), _median(c, b)
       if ta is not None and tb is not None:
-        rows.append(f"| {c['key']} | {what} | {_ms(ta)} | {_ms(tb)} | "
-                    f"{_ratio(ta, tb)} |")
+        rows.append(
+          f"| {c['key']} | {what} | {_ms(ta)} | {_ms(tb)} | {_ratio(ta, tb)} |"
+        )
   if not rows:
     return []
-  return ["", "## Cost of the safe defaults", "",
-          "The default out-of-range handling (gathers: fill) and duplicate "
-          "resolution (ScatterNDUpdate) against the cheaper opt-outs, on "
-          "in-range, unique indices where both give the same bits.", "",
-          "| case | ratio | default | opt-out | default/opt-out |",
-          "|---|---|---|---|---|"] + rows
+  return [
+    "",
+    "## Cost of the safe defaults",
+    "",
+    "The default out-of-range handling (gathers: fill) and duplicate "
+    "resolution (ScatterNDUpdate) against the cheaper opt-outs, on "
+    "in-range, unique indices where both give the same bits.",
+    "",
+    "| case | ratio | default | opt-out | default/opt-out |",
+    "|---|---|---|---|---|",
+  ] + rows
 
 
 def _bars_section(results: dict) -> list[str]:
@@ -233,25 +278,33 @@ def markdown(results: dict) -> str:
   lines += _vmap_table(results) + _defaults_table(results)
   lines += sweep_tables(results)
   lines += _bars_section(results)
-  lines += ["", "## All variants", "",
-            "| case | variant | compile ms | median ms | p10-p90 ms | reps |",
-            "|---|---|---|---|---|---|"]
+  lines += [
+    "",
+    "## All variants",
+    "",
+    "| case | variant | compile ms | median ms | p10-p90 ms | reps |",
+    "|---|---|---|---|---|---|",
+  ]
   for case in results["cases"]:
     for name, e in case["variants"].items():
       note = ""
       if e.get("donated") and "donation_used" in e:
         note = " (donated)" if e.get("donation_used") else " (NOT donated)"
       lines.append(
-          f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
-          f"{_ms(e['median_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "
-          f"{e['reps']} |")
+        f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
+        f"{_ms(e['median_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "
+        f"{e['reps']} |"
+      )
     for name, why in case["skipped"].items():
       lines.append(f"| {case['key']} | {name} | skipped: {why} | | | |")
   n_checks = sum(len(c["checks"]) for c in results["cases"])
-  lines += ["", f"Bit-exactness: {n_checks} output comparisons across "
-            f"{len(results['cases'])} cases, all equal"
-            if not results.get("bit_exact_failure") else
-            f"BIT-EXACTNESS FAILURE: {results['bit_exact_failure']}"]
+  lines += [
+    "",
+    f"Bit-exactness: {n_checks} output comparisons across "
+    f"{len(results['cases'])} cases, all equal"
+    if not results.get("bit_exact_failure")
+    else f"BIT-EXACTNESS FAILURE: {results['bit_exact_failure']}",
+  ]
   lines.append(f"Wall time: {results.get('wall_s', 0):.0f} s")
   return "\n".join(lines) + "\n"
 
@@ -269,22 +322,34 @@ def sweep_tables(results: dict) -> list[str]:
   for (op, sweep), cases in _sweeps(results).items():
     cases = sorted(cases, key=lambda c: c["size"])
     names = list(dict.fromkeys(n for c in cases for n in c["variants"]))
-    lines += ["", f"## Sweep {op} over {sweep} (ms)", "",
-              "| variant | " + " | ".join(str(c["size"]) for c in cases) +
-              " | last/first |",
-              "|---|" + "---|" * (len(cases) + 1)]
+    lines += [
+      "",
+      f"## Sweep {op} over {sweep} (ms)",
+      "",
+      "| variant | "
+      + " | ".join(str(c["size"]) for c in cases)
+      + " | last/first |",
+      "|---|" + "---|" * (len(cases) + 1),
+    ]
     for name in names:
       times = [_median(c, name) for c in cases]
-      lines.append(f"| {name} | " + " | ".join(_ms(t) for t in times) +
-                   f" | {_ratio(times[-1], times[0])} |")
+      lines.append(
+        f"| {name} | "
+        + " | ".join(_ms(t) for t in times)
+        + f" | {_ratio(times[-1], times[0])} |"
+      )
     line = [c["line_floor_s"] for c in cases]
-    lines.append("| line floor (donated) | " + " | ".join(_ms(t) for t in line)
-                 + f" | {_ratio(line[-1], line[0])} |")
+    lines.append(
+      "| line floor (donated) | "
+      + " | ".join(_ms(t) for t in line)
+      + f" | {_ratio(line[-1], line[0])} |"
+    )
   return lines
 
 
 def _save(fig, path: str) -> str:
   import matplotlib.pyplot as plt
+
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
@@ -294,32 +359,54 @@ def _save(fig, path: str) -> str:
 def plots(results: dict, out_dir: str) -> list[str]:
   """Per-op bar charts (log time) and log-log sweep plots with floors."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   paths = []
   by_op: dict[str, list[dict]] = {}
   for case in results["cases"]:
     if case["tier"] in _TABLE_TIERS:
       by_op.setdefault(case["op"], []).append(case)
   for op, cases in by_op.items():
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5),
-                             gridspec_kw={"width_ratios": [3, 2]})
-    for ax, group, title in ((axes[0], "fwd", "forward"),
-                             (axes[1], "fwdbwd", "forward + backward")):
-      names = list(dict.fromkeys(
-          n for c in cases for n, e in c["variants"].items()
-          if e["group"] == group))
+    fig, axes = plt.subplots(
+      1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]}
+    )
+    for ax, group, title in (
+      (axes[0], "fwd", "forward"),
+      (axes[1], "fwdbwd", "forward + backward"),
+    ):
+      names = list(
+        dict.fromkeys(
+          n
+          for c in cases
+          for n, e in c["variants"].items()
+          if e["group"] == group
+        )
+      )
       width = 0.8 / max(1, len(names))
       for j, name in enumerate(names):
-        xs = [i + (j - (len(names) - 1) / 2) * width
-              for i, c in enumerate(cases) if name in c["variants"]]
-        ys = [c["variants"][name]["median_s"] * 1e3 for c in cases
-              if name in c["variants"]]
+        xs = [
+          i + (j - (len(names) - 1) / 2) * width
+          for i, c in enumerate(cases)
+          if name in c["variants"]
+        ]
+        ys = [
+          c["variants"][name]["median_s"] * 1e3
+          for c in cases
+          if name in c["variants"]
+        ]
         ax.bar(xs, ys, width, label=name)
       if group == "fwd":
         for i, c in enumerate(cases):
-          ax.hlines(c["line_floor_s"] * 1e3, i - 0.45, i + 0.45, colors="k",
-                    linestyles="--", label="line floor" if i == 0 else None)
+          ax.hlines(
+            c["line_floor_s"] * 1e3,
+            i - 0.45,
+            i + 0.45,
+            colors="k",
+            linestyles="--",
+            label="line floor" if i == 0 else None,
+          )
       ax.set_yscale("log")
       ax.set_xticks(range(len(cases)), [c["name"] for c in cases])
       ax.set_ylabel("median time (ms)")
@@ -330,20 +417,32 @@ def plots(results: dict, out_dir: str) -> list[str]:
   sweeps = _sweeps(results)
   for op in dict.fromkeys(op for op, _ in sweeps):
     mine = [(s, c) for (o, s), c in sweeps.items() if o == op]
-    fig, axes = plt.subplots(1, len(mine), figsize=(6 * len(mine), 4.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+      1, len(mine), figsize=(6 * len(mine), 4.5), squeeze=False
+    )
     for ax, (sweep, cases) in zip(axes[0], mine):
       cases = sorted(cases, key=lambda c: c["size"])
       sizes = [c["size"] for c in cases]
       names = list(dict.fromkeys(n for c in cases for n in c["variants"]))
       for name in names:
-        pts = [(c["size"], c["variants"][name]["median_s"] * 1e3)
-               for c in cases if name in c["variants"]]
+        pts = [
+          (c["size"], c["variants"][name]["median_s"] * 1e3)
+          for c in cases
+          if name in c["variants"]
+        ]
         ax.plot(*zip(*pts), marker="o", label=name)
-      ax.plot(sizes, [c["line_floor_s"] * 1e3 for c in cases], "k--",
-              label="line floor (donated)")
-      ax.plot(sizes, [c["floor_s"] * 1e3 for c in cases], "k:",
-              label="traffic floor (donated)")
+      ax.plot(
+        sizes,
+        [c["line_floor_s"] * 1e3 for c in cases],
+        "k--",
+        label="line floor (donated)",
+      )
+      ax.plot(
+        sizes,
+        [c["floor_s"] * 1e3 for c in cases],
+        "k:",
+        label="traffic floor (donated)",
+      )
       ax.set_xscale("log")
       ax.set_yscale("log")
       ax.set_xlabel(sweep)

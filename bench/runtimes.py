@@ -28,10 +28,10 @@ import numpy as np
 
 from bench.harness import Runner
 
-
 PACKAGES = ("openvino", "onnxruntime", "onnx", "torch")
-TORCH_INSTALL = ("pip install torch==2.13.0 with a CPU-only wheel, see "
-                 "bench/README.md")
+TORCH_INSTALL = (
+  "pip install torch==2.13.0 with a CPU-only wheel, see bench/README.md"
+)
 
 
 def prepare_environment() -> None:
@@ -68,25 +68,28 @@ def versions() -> dict[str, str]:
 def openvino_opset():
   """The OpenVINO opset module the one-op models are built from (lazy)."""
   import openvino.opset8 as ops
+
   return ops
 
 
 def onnx_node(op_type: str, inputs: Sequence[str], **attrs: Any):
   """A one-output ONNX node writing "y", for `onnx_model`."""
   from onnx import helper
+
   return helper.make_node(op_type, list(inputs), ["y"], **attrs)
 
 
-def openvino_runner(make_node: Callable[..., Any],
-                    inputs: Sequence[np.ndarray], threads: int) -> Runner:
+def openvino_runner(
+  make_node: Callable[..., Any], inputs: Sequence[np.ndarray], threads: int
+) -> Runner:
   """Compiles `make_node(*parameters)` on the CPU plugin (compile timed)."""
   import openvino as ov
   import openvino.opset8 as ops
+
   inputs = [np.ascontiguousarray(a) for a in inputs]
   params = [ops.parameter(list(a.shape), a.dtype) for a in inputs]
   model = ov.Model([make_node(*params)], params)
-  config = {"INFERENCE_NUM_THREADS": threads,
-            "INFERENCE_PRECISION_HINT": "f32"}
+  config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
   start = time.perf_counter()
   compiled = ov.Core().compile_model(model, "CPU", config)
   request = compiled.create_infer_request()
@@ -105,23 +108,33 @@ def openvino_runner(make_node: Callable[..., Any],
   return Runner(compile_s, call, outputs)
 
 
-def onnx_model(nodes: Sequence[Any], inputs: Sequence[np.ndarray],
-               initializers: dict[str, np.ndarray] | None = None,
-               opset: int = 18):
+def onnx_model(
+  nodes: Sequence[Any],
+  inputs: Sequence[np.ndarray],
+  initializers: dict[str, np.ndarray] | None = None,
+  opset: int = 18,
+):
   """A ModelProto with inputs x0, x1, ... (shapes of `inputs`) and output y."""
   from onnx import helper, numpy_helper
+
   values = [
-      helper.make_tensor_value_info(
-          f"x{i}", helper.np_dtype_to_tensor_dtype(_onnx_dtype(a.dtype)),
-          list(a.shape)) for i, a in enumerate(inputs)
+    helper.make_tensor_value_info(
+      f"x{i}",
+      helper.np_dtype_to_tensor_dtype(_onnx_dtype(a.dtype)),
+      list(a.shape),
+    )
+    for i, a in enumerate(inputs)
   ]
   output = helper.make_tensor_value_info(
-      "y", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)
-  inits = [numpy_helper.from_array(v, name=k)
-           for k, v in (initializers or {}).items()]
+    "y", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None
+  )
+  inits = [
+    numpy_helper.from_array(v, name=k) for k, v in (initializers or {}).items()
+  ]
   graph = helper.make_graph(list(nodes), "bench", values, [output], inits)
-  return helper.make_model(graph,
-                           opset_imports=[helper.make_opsetid("", opset)])
+  return helper.make_model(
+    graph, opset_imports=[helper.make_opsetid("", opset)]
+  )
 
 
 def _onnx_dtype(dtype: np.dtype) -> np.dtype:
@@ -129,12 +142,16 @@ def _onnx_dtype(dtype: np.dtype) -> np.dtype:
   return np.dtype(np.int64) if np.issubdtype(dtype, np.integer) else dtype
 
 
-def onnxruntime_runner(model, inputs: Sequence[np.ndarray],
-                       out_shape: Sequence[int], threads: int) -> Runner:
+def onnxruntime_runner(
+  model, inputs: Sequence[np.ndarray], out_shape: Sequence[int], threads: int
+) -> Runner:
   """Creates an onnxruntime CPU session (timed) with bound inputs/output."""
   import onnxruntime as ort
-  inputs = [np.ascontiguousarray(a.astype(_onnx_dtype(a.dtype), copy=False))
-            for a in inputs]
+
+  inputs = [
+    np.ascontiguousarray(a.astype(_onnx_dtype(a.dtype), copy=False))
+    for a in inputs
+  ]
   options = ort.SessionOptions()
   options.intra_op_num_threads = threads
   options.inter_op_num_threads = 1
@@ -142,15 +159,17 @@ def onnxruntime_runner(model, inputs: Sequence[np.ndarray],
   # would steal the cores from whatever variant is timed next.
   options.add_session_config_entry("session.intra_op.allow_spinning", "0")
   start = time.perf_counter()
-  session = ort.InferenceSession(model.SerializeToString(), options,
-                                 providers=["CPUExecutionProvider"])
+  session = ort.InferenceSession(
+    model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+  )
   compile_s = time.perf_counter() - start
   out = np.empty(tuple(out_shape), dtype=inputs[0].dtype)
   binding = session.io_binding()
   for i, a in enumerate(inputs):
     binding.bind_cpu_input(f"x{i}", a)
-  binding.bind_output("y", "cpu", 0, out.dtype, list(out.shape),
-                      out.ctypes.data)
+  binding.bind_output(
+    "y", "cpu", 0, out.dtype, list(out.shape), out.ctypes.data
+  )
 
   def call(_):
     session.run_with_iobinding(binding)
@@ -161,15 +180,25 @@ def onnxruntime_runner(model, inputs: Sequence[np.ndarray],
 
 def _torch_tensors(inputs: Sequence[np.ndarray]):
   import torch
-  return [torch.from_numpy(np.ascontiguousarray(
-      a.astype(np.int64, copy=False) if np.issubdtype(a.dtype, np.integer)
-      else a)) for a in inputs]
+
+  return [
+    torch.from_numpy(
+      np.ascontiguousarray(
+        a.astype(np.int64, copy=False)
+        if np.issubdtype(a.dtype, np.integer)
+        else a
+      )
+    )
+    for a in inputs
+  ]
 
 
-def torch_runner(fn: Callable[..., Any], inputs: Sequence[np.ndarray],
-                 threads: int) -> Runner:
+def torch_runner(
+  fn: Callable[..., Any], inputs: Sequence[np.ndarray], threads: int
+) -> Runner:
   """`fn(*tensors)` eagerly under `torch.inference_mode()`."""
   import torch
+
   torch.set_num_threads(threads)
   tensors = _torch_tensors(inputs)
 
@@ -180,14 +209,18 @@ def torch_runner(fn: Callable[..., Any], inputs: Sequence[np.ndarray],
   return Runner(None, call, lambda out: [out.numpy().copy()])
 
 
-def torch_inplace_runner(fn: Callable[..., Any],
-                         inputs: Sequence[np.ndarray], argnum: int,
-                         threads: int) -> Runner:
+def torch_inplace_runner(
+  fn: Callable[..., Any],
+  inputs: Sequence[np.ndarray],
+  argnum: int,
+  threads: int,
+) -> Runner:
   """`fn(*tensors)` writing into a fresh copy of `tensors[argnum]`.
 
   The copy is made before the clock starts, as for a donated JAX buffer.
   """
   import torch
+
   torch.set_num_threads(threads)
   tensors = _torch_tensors(inputs)
 
@@ -204,18 +237,25 @@ def torch_inplace_runner(fn: Callable[..., Any],
   return Runner(None, call, lambda out: [out.numpy().copy()], setup=setup)
 
 
-def torch_grad_runner(fn: Callable[..., Any], inputs: Sequence[np.ndarray],
-                      weights: np.ndarray, argnums: Sequence[int],
-                      threads: int) -> Runner:
+def torch_grad_runner(
+  fn: Callable[..., Any],
+  inputs: Sequence[np.ndarray],
+  weights: np.ndarray,
+  argnums: Sequence[int],
+  threads: int,
+) -> Runner:
   """Loss `sum(fn(*tensors) * w)` and its gradient w.r.t. `argnums`.
 
   Returns the same leaves as `jax.value_and_grad`: the loss, then one
   gradient per differentiated argument.
   """
   import torch
+
   torch.set_num_threads(threads)
-  tensors = [t.requires_grad_() if i in argnums else t
-             for i, t in enumerate(_torch_tensors(inputs))]
+  tensors = [
+    t.requires_grad_() if i in argnums else t
+    for i, t in enumerate(_torch_tensors(inputs))
+  ]
   w = torch.from_numpy(np.ascontiguousarray(weights))
   wrt = [tensors[i] for i in argnums]
 

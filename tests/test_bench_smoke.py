@@ -32,31 +32,45 @@ pytestmark = pytest.mark.jax_modes(None)
 ROOT = processes.REPO_ROOT
 TIMEOUT_S = 240
 OPS = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
-CASES = ("gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
-         "gather_elements/axis0,gather_elements/vmap_indices,"
-         "scatter_nd_update/large,scatter_nd_update/large_dup10,"
-         "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
-         "strided_slice/vmap_data")
+CASES = (
+  "gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
+  "gather_elements/axis0,gather_elements/vmap_indices,"
+  "scatter_nd_update/large,scatter_nd_update/large_dup10,"
+  "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
+  "strided_slice/vmap_data"
+)
 
 
 # `python -m bench` with `import torch` failing, as without PyTorch installed.
-_WITHOUT_TORCH = ("import sys; sys.modules['torch'] = None; "
-                  "from bench.cli import main; sys.exit(main(sys.argv[1:]))")
+_WITHOUT_TORCH = (
+  "import sys; sys.modules['torch'] = None; "
+  "from bench.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def _run_bench(out: pathlib.Path, x64: bool) -> dict[str, object]:
   env = processes.subprocess_env(
-      JAX_PLATFORMS="cpu", JAX_ENABLE_X64="1" if x64 else "0",
-      JAX_NUMPY_RANK_PROMOTION="raise", JAX_NUMPY_DTYPE_PROMOTION="strict")
+    JAX_PLATFORMS="cpu",
+    JAX_ENABLE_X64="1" if x64 else "0",
+    JAX_NUMPY_RANK_PROMOTION="raise",
+    JAX_NUMPY_DTYPE_PROMOTION="strict",
+  )
   env.pop("XLA_FLAGS", None)
   command = ["-m", "bench"] if x64 else ["-c", _WITHOUT_TORCH]
   proc = subprocess.run(
-      [sys.executable, *command, "--smoke", "--out", str(out),
-       "--cases", CASES],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
-      check=False)
-  return {"returncode": proc.returncode, "stdout": proc.stdout,
-          "stderr": proc.stderr[-4000:]}
+    [sys.executable, *command, "--smoke", "--out", str(out), "--cases", CASES],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+    check=False,
+  )
+  return {
+    "returncode": proc.returncode,
+    "stdout": proc.stdout,
+    "stderr": proc.stderr[-4000:],
+  }
 
 
 @pytest.fixture(scope="module", params=["x32", "x64"])
@@ -67,13 +81,16 @@ def smoke_run(request, tmp_path_factory):
     worker_id = request.getfixturevalue("worker_id")
   except pytest.FixtureLookupError:  # pytest-xdist not loaded
     worker_id = "master"
-  shared = processes.shared_dir(tmp_path_factory, worker_id,
-                                         "bench")
+  shared = processes.shared_dir(tmp_path_factory, worker_id, "bench")
   out = shared / f"bench_{mode}"
   path = processes.produce_once(
-      shared, f"bench_{mode}.json",
-      lambda partial: partial.write_text(json.dumps(
-          _run_bench(out, mode == "x64"))), TIMEOUT_S)
+    shared,
+    f"bench_{mode}.json",
+    lambda partial: partial.write_text(
+      json.dumps(_run_bench(out, mode == "x64"))
+    ),
+    TIMEOUT_S,
+  )
   run = json.loads(path.read_text())
   assert run["returncode"] == 0, run["stderr"]
   with open(out / "results.json") as f:
@@ -88,9 +105,15 @@ def test_outputs_exist(smoke_run):
     assert f"{op}_bars.png" in names
     assert os.path.getsize(out / f"{op}_bars.png") > 1000
   assert "gather_nd_sweep.png" in names
-  for section in ("## Forward", "## Forward + backward", "## vmap",
-                  "## Cost of the safe defaults", "## Sweep gather_nd",
-                  "## Bars (allocator: system)", "## All variants"):
+  for section in (
+    "## Forward",
+    "## Forward + backward",
+    "## vmap",
+    "## Cost of the safe defaults",
+    "## Sweep gather_nd",
+    "## Bars (allocator: system)",
+    "## All variants",
+  ):
     assert section in stdout, section
 
 
@@ -105,8 +128,17 @@ def test_torch_optional(smoke_run):
 def test_environment_recorded(smoke_run):
   _, _, results, mode = smoke_run
   env = results["env"]
-  for key in ("jax", "jaxlib", "backend", "device_kind", "cpu_count",
-              "thread_env", "peers", "loadavg_start", "allocator"):
+  for key in (
+    "jax",
+    "jaxlib",
+    "backend",
+    "device_kind",
+    "cpu_count",
+    "thread_env",
+    "peers",
+    "loadavg_start",
+    "allocator",
+  ):
     assert key in env, key
   assert env["backend"] == "cpu"
   assert env["x64"] == (mode == "x64")
@@ -124,8 +156,7 @@ def test_every_case_checked_and_timed(smoke_run):
   assert results["bit_exact_failure"] is None
   cases = {c["key"]: c for c in results["cases"]}
   assert {c["op"] for c in cases.values()} == set(OPS)
-  assert {c["tier"] for c in cases.values()} == {"ir", "large", "sweep",
-                                                 "vmap"}
+  assert {c["tier"] for c in cases.values()} == {"ir", "large", "sweep", "vmap"}
   for key, case in cases.items():
     variants = case["variants"]
     assert variants, key
@@ -137,8 +168,14 @@ def test_every_case_checked_and_timed(smoke_run):
     assert checked == set(variants) - {"jaxops", "jaxops.grad"}, key
     assert len(groups) == len(variants) - len(checked), key
     if case["tier"] in ("ir", "large") and case["unique"]:
-      assert {"jaxops", "plain", "openvino", "onnxruntime", "jaxops.grad",
-              "plain.grad"} <= set(variants), key
+      assert {
+        "jaxops",
+        "plain",
+        "openvino",
+        "onnxruntime",
+        "jaxops.grad",
+        "plain.grad",
+      } <= set(variants), key
       torch = {"torch", "torch.grad"}
       if _torch_ran(results):
         assert torch <= set(variants), key
@@ -158,8 +195,9 @@ def test_vmap_cases(smoke_run):
   vmap = [c for c in results["cases"] if c["tier"] == "vmap"]
   assert {c["op"] for c in vmap} == set(OPS)
   for case in vmap:
-    assert {"jaxops", "batched", "loop", "jaxops.grad",
-            "batched.grad"} <= set(case["variants"]), case["key"]
+    assert {"jaxops", "batched", "loop", "jaxops.grad", "batched.grad"} <= set(
+      case["variants"]
+    ), case["key"]
     assert case["batch"] > 1 and 0 in case["in_axes"]
   data = next(c for c in vmap if c["key"] == "scatter_nd_update/vmap_data")
   assert data["in_axes"] == [0, None, None]
@@ -168,11 +206,17 @@ def test_vmap_cases(smoke_run):
 
 def test_duplicate_indices_case(smoke_run):
   _, _, results, _ = smoke_run
-  case = next(c for c in results["cases"]
-              if c["key"] == "scatter_nd_update/large_dup10")
+  case = next(
+    c for c in results["cases"] if c["key"] == "scatter_nd_update/large_dup10"
+  )
   assert not case["unique"] and case["peer_threads"] == 1
-  assert {"jaxops", "jaxops.donated", "openvino", "onnxruntime",
-          "jaxops.grad"} <= set(case["variants"])
+  assert {
+    "jaxops",
+    "jaxops.donated",
+    "openvino",
+    "onnxruntime",
+    "jaxops.grad",
+  } <= set(case["variants"])
   for name in ("jaxops_unique", "plain", "torch", "torch.inplace"):
     assert name not in case["variants"] and case["skipped"][name], name
 
@@ -190,18 +234,31 @@ def test_bars_evaluated(smoke_run):
   names = {(v["op"], v["bar"]) for v in verdicts}
   assert any(op == "scatter_nd_update" and "1.4x" in bar for op, bar in names)
   assert any(op == "gather_nd" and "mode='clip'" in bar for op, bar in names)
-  assert all(v["met"] is not None for v in verdicts
-             if v["bar"].startswith(("compile", "vmap")))
+  assert all(
+    v["met"] is not None
+    for v in verdicts
+    if v["bar"].startswith(("compile", "vmap"))
+  )
 
 
 def test_bit_exact_gate_fails_loudly():
   """A formulation that disagrees stops the bench before timing."""
   from bench import harness
+
   case = harness.Case(
-      op="toy", name="mismatch", tier="ir", shapes="", make_inputs=None,
-      forms={}, diff_argnums=(), traffic=harness.Traffic(0))
-  outputs = {"jaxops": ("fwd", [np.array([1.0, 2.0], np.float32)]),
-             "plain": ("fwd", [np.array([1.0, 3.0], np.float32)])}
+    op="toy",
+    name="mismatch",
+    tier="ir",
+    shapes="",
+    make_inputs=None,
+    forms={},
+    diff_argnums=(),
+    traffic=harness.Traffic(0),
+  )
+  outputs = {
+    "jaxops": ("fwd", [np.array([1.0, 2.0], np.float32)]),
+    "plain": ("fwd", [np.array([1.0, 3.0], np.float32)]),
+  }
   with pytest.raises(harness.BitExactError, match="1 of 2 elements differ"):
     harness.check_bit_exact(case, outputs)
   outputs["plain"] = ("fwd", [np.array([1.0, 2.0], np.float32)])
@@ -210,11 +267,13 @@ def test_bit_exact_gate_fails_loudly():
 
 def test_allocator_restart_environment(tmp_path, monkeypatch):
   from bench import allocator
+
   clean = {"PATH": "/usr/bin"}
   assert allocator.restart_env("system", clean) is None
   # A preloaded allocator is removed for `system`, then the run restarts.
-  env = allocator.restart_env("system", {**clean, "LD_PRELOAD":
-                                         "/x/libjemalloc.so.2 /x/libfoo.so"})
+  env = allocator.restart_env(
+    "system", {**clean, "LD_PRELOAD": "/x/libjemalloc.so.2 /x/libfoo.so"}
+  )
   assert env["LD_PRELOAD"] == "/x/libfoo.so"
   assert env[allocator.MARKER] == "system"
   assert allocator.restart_env("system", env) is None
@@ -235,6 +294,7 @@ def test_allocator_restart_environment(tmp_path, monkeypatch):
 
 def test_missing_allocator_says_how_to_install(monkeypatch):
   from bench import allocator
+
   monkeypatch.delenv("BENCH_TCMALLOC", raising=False)
   monkeypatch.setattr(allocator, "_ld_cache", dict)
   monkeypatch.setattr(allocator, "_SEARCH_DIRS", ())

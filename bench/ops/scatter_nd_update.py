@@ -29,10 +29,10 @@ from bench.harness import Case, Traffic, small_ints, vmap_case
 
 _UNDEFINED = "index_put_ leaves the winner of duplicate indices undefined"
 _DUPLICATES = {
-    "jaxops_unique": "the unique_indices promise does not hold here",
-    "plain": ".at[].set leaves the winner of duplicate indices unspecified",
-    "torch": _UNDEFINED,
-    "torch.inplace": _UNDEFINED,
+  "jaxops_unique": "the unique_indices promise does not hold here",
+  "plain": ".at[].set leaves the winner of duplicate indices unspecified",
+  "torch": _UNDEFINED,
+  "torch.inplace": _UNDEFINED,
 }
 
 
@@ -72,8 +72,18 @@ def _targets(rng, space, tuples, duplicates):
   return few[rng.integers(0, duplicates, size=tuples)]
 
 
-def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
-         grad=True, peers=True, duplicates=None):
+def case(
+  name,
+  tier,
+  data_shape,
+  indices_shape,
+  *,
+  sweep=None,
+  size=None,
+  grad=True,
+  peers=True,
+  duplicates=None,
+):
   k = indices_shape[-1]
   lead = indices_shape[:-1]
   updates_shape = tuple(lead) + tuple(data_shape[k:])
@@ -91,46 +101,67 @@ def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
   data_bytes = 4 * math.prod(data_shape)
   # Donated: read indices and updates, write the updated slices in place.
   traffic = Traffic.random(
-      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-      accesses=tuples, access_bytes=4 * slice_elems, cap=data_bytes,
-      copy=2 * data_bytes)
+    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
+    accesses=tuples,
+    access_bytes=4 * slice_elems,
+    cap=data_bytes,
+    copy=2 * data_bytes,
+  )
   forms = {
-      "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
-      "jaxops_unique": lambda d, i, u: jaxops.scatter_nd_update(
-          d, i, u, unique_indices=True),
-      "plain": plain,
+    "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
+    "jaxops_unique": lambda d, i, u: jaxops.scatter_nd_update(
+      d, i, u, unique_indices=True
+    ),
+    "plain": plain,
   }
   unique = duplicates is None
   if not unique:
     forms = {"jaxops": forms["jaxops"]}
   return Case(
-      op="scatter_nd_update", name=name, tier=tier,
-      shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
-      f"updates {list(updates_shape)}" + (
-          "" if unique else
-          f", {duplicates:.0%} of the tuples repeat another"
-          if isinstance(duplicates, float) else
-          f", every tuple hits one of {duplicates} targets"),
-      make_inputs=make_inputs, forms=forms,
-      diff_argnums=(0, 2), traffic=traffic, donate_argnum=0,
-      openvino=lambda d, i, u: runtimes.openvino_opset().scatter_nd_update(
-          d, i, u),
-      onnx=lambda inputs: runtimes.onnx_model(
-          [runtimes.onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs),
-      torch=torch_form if unique else None,
-      torch_inplace=torch_inplace if unique else None,
-      peer_threads=None if unique else 1, unique=unique,
-      excluded={} if unique else _DUPLICATES,
-      sweep=sweep, size=size, grad=grad, peers=peers)
+    op="scatter_nd_update",
+    name=name,
+    tier=tier,
+    shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
+    f"updates {list(updates_shape)}"
+    + (
+      ""
+      if unique
+      else f", {duplicates:.0%} of the tuples repeat another"
+      if isinstance(duplicates, float)
+      else f", every tuple hits one of {duplicates} targets"
+    ),
+    make_inputs=make_inputs,
+    forms=forms,
+    diff_argnums=(0, 2),
+    traffic=traffic,
+    donate_argnum=0,
+    openvino=lambda d, i, u: runtimes.openvino_opset().scatter_nd_update(
+      d, i, u
+    ),
+    onnx=lambda inputs: runtimes.onnx_model(
+      [runtimes.onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs
+    ),
+    torch=torch_form if unique else None,
+    torch_inplace=torch_inplace if unique else None,
+    peer_threads=None if unique else 1,
+    unique=unique,
+    excluded={} if unique else _DUPLICATES,
+    sweep=sweep,
+    size=size,
+    grad=grad,
+    peers=peers,
+  )
 
 
 def _with_batch(indices):
   """Prepends each example's batch position to its index tuples."""
   batch = indices.shape[0]
   position = jnp.broadcast_to(
-      jnp.arange(batch, dtype=indices.dtype).reshape(
-          (batch,) + (1,) * (indices.ndim - 1)),
-      indices.shape[:-1] + (1,))
+    jnp.arange(batch, dtype=indices.dtype).reshape(
+      (batch,) + (1,) * (indices.ndim - 1)
+    ),
+    indices.shape[:-1] + (1,),
+  )
   return jnp.concatenate([position, indices], axis=-1)
 
 
@@ -144,17 +175,36 @@ def vmap_cases(batch, data_shape, indices_shape) -> list[Case]:
   forms = ("jaxops", "jaxops_unique")
   b = batch
   return [
-      vmap_case(base, "vmap_both", b, (0, 0, 0),
-                lambda d, i, u: jaxops.scatter_nd_update(d, _with_batch(i), u),
-                forms=forms, donate=True),
-      vmap_case(base, "vmap_data", b, (0, None, None),
-                lambda d, i, u: jaxops.scatter_nd_update(
-                    d, _with_batch(_broadcast(i, b)), _broadcast(u, b)),
-                forms=forms, donate=True),
-      vmap_case(base, "vmap_indices", b, (None, 0, 0),
-                lambda d, i, u: jaxops.scatter_nd_update(
-                    _broadcast(d, b), _with_batch(i), u),
-                forms=forms),
+    vmap_case(
+      base,
+      "vmap_both",
+      b,
+      (0, 0, 0),
+      lambda d, i, u: jaxops.scatter_nd_update(d, _with_batch(i), u),
+      forms=forms,
+      donate=True,
+    ),
+    vmap_case(
+      base,
+      "vmap_data",
+      b,
+      (0, None, None),
+      lambda d, i, u: jaxops.scatter_nd_update(
+        d, _with_batch(_broadcast(i, b)), _broadcast(u, b)
+      ),
+      forms=forms,
+      donate=True,
+    ),
+    vmap_case(
+      base,
+      "vmap_indices",
+      b,
+      (None, 0, 0),
+      lambda d, i, u: jaxops.scatter_nd_update(
+        _broadcast(d, b), _with_batch(i), u
+      ),
+      forms=forms,
+    ),
   ]
 
 
@@ -162,54 +212,107 @@ def cases(smoke: bool) -> list[Case]:
   if smoke:
     ir = ((20, 16, 10, 15), (5, 25, 3))
     large = ((64, 64), (512, 2))
-    side, updates, rows, fixed = 64, [16, 48, 160, 512, 1600], \
-        [4, 12, 40, 128, 400], 32
+    side, updates, rows, fixed = (
+      64,
+      [16, 48, 160, 512, 1600],
+      [4, 12, 40, 128, 400],
+      32,
+    )
     vmap = vmap_cases(4, (16, 16), (32, 2))
   else:
     ir = ((1000, 256, 10, 15), (25, 125, 3))
     large = ((4096, 4096), (262144, 2))
-    side, updates, rows, fixed = 4096, [2621, 8290, 26214, 82897, 262144], \
-        [41, 130, 410, 1295, 4096], 16384
+    side, updates, rows, fixed = (
+      4096,
+      [2621, 8290, 26214, 82897, 262144],
+      [41, 130, 410, 1295, 4096],
+      16384,
+    )
     vmap = vmap_cases(32, (256, 256), (4096, 2))
-  out = [case("ir", "ir", *ir), case("large", "large", *large),
-         case("ir_dup10", "ir", *ir, duplicates=0.1),
-         case("large_dup10", "large", *large, duplicates=0.1),
-         case("large_few64", "large", *large, duplicates=64)]
+  out = [
+    case("ir", "ir", *ir),
+    case("large", "large", *large),
+    case("ir_dup10", "ir", *ir, duplicates=0.1),
+    case("large_dup10", "large", *large, duplicates=0.1),
+    case("large_few64", "large", *large, duplicates=64),
+  ]
   out += vmap
   # Donated time must follow the number of updates (first sweep) and not the
   # data size (second sweep, fixed number of updates).
-  out += [case(f"sweep_updates{n}", "sweep", (side, side), (n, 2),
-               sweep="updates", size=n, grad=False, peers=False)
-          for n in updates]
-  out += [case(f"sweep_rows{r}", "sweep", (r, side), (fixed, 2),
-               sweep="data_elements", size=r * side, grad=False, peers=False)
-          for r in rows]
+  out += [
+    case(
+      f"sweep_updates{n}",
+      "sweep",
+      (side, side),
+      (n, 2),
+      sweep="updates",
+      size=n,
+      grad=False,
+      peers=False,
+    )
+    for n in updates
+  ]
+  out += [
+    case(
+      f"sweep_rows{r}",
+      "sweep",
+      (r, side),
+      (fixed, 2),
+      sweep="data_elements",
+      size=r * side,
+      grad=False,
+      peers=False,
+    )
+    for r in rows
+  ]
   return out
 
 
 _BOTH = ("jaxops", "jaxops.donated")
 
 BARS = (
-    bars.VsPeers("forward at or ahead of the fastest peer (calls above 1 ms)",
-                 _BOTH, min_s=1e-3),
-    bars.VsPeers("IR-example forward within 1.5x of the fastest peer",
-                 _BOTH, at_most=1.5, tiers=("ir",)),
-    bars.Ratio("donated within 1.5x of PyTorch's in-place index_put_",
-               (("jaxops.donated", "torch.inplace"),), at_most=1.5),
-    bars.Ratio("fwd+bwd at least 1.4x faster than autodiff of plain "
-               ".at[].set", (("jaxops.grad", "plain.grad"),), at_least=1.4,
-               tiers=("ir", "large")),
-    bars.Ratio("duplicate resolution (default) within 1.25x of "
-               "unique_indices=True where the indices are unique",
-               (("jaxops", "jaxops_unique"),
-                ("jaxops.donated", "jaxops_unique.donated")),
-               at_most=1.25, unique_only=True),
-    bars.Ratio("vmap within 1.25x of the equivalent batched scatter",
-               (("jaxops", "batched"), ("jaxops.donated", "batched.donated"),
-                ("jaxops.grad", "batched.grad")), at_most=1.25,
-               tiers=("vmap",)),
-    bars.DonatedGrowth(
-        "donated time grows with the number of updates, not the data size",
-        ("jaxops.donated", "jaxops_unique.donated", "plain.donated")),
-    bars.Compile("compile under 2 s"),
+  bars.VsPeers(
+    "forward at or ahead of the fastest peer (calls above 1 ms)",
+    _BOTH,
+    min_s=1e-3,
+  ),
+  bars.VsPeers(
+    "IR-example forward within 1.5x of the fastest peer",
+    _BOTH,
+    at_most=1.5,
+    tiers=("ir",),
+  ),
+  bars.Ratio(
+    "donated within 1.5x of PyTorch's in-place index_put_",
+    (("jaxops.donated", "torch.inplace"),),
+    at_most=1.5,
+  ),
+  bars.Ratio(
+    "fwd+bwd at least 1.4x faster than autodiff of plain .at[].set",
+    (("jaxops.grad", "plain.grad"),),
+    at_least=1.4,
+    tiers=("ir", "large"),
+  ),
+  bars.Ratio(
+    "duplicate resolution (default) within 1.25x of "
+    "unique_indices=True where the indices are unique",
+    (("jaxops", "jaxops_unique"), ("jaxops.donated", "jaxops_unique.donated")),
+    at_most=1.25,
+    unique_only=True,
+  ),
+  bars.Ratio(
+    "vmap within 1.25x of the equivalent batched scatter",
+    (
+      ("jaxops", "batched"),
+      ("jaxops.donated", "batched.donated"),
+      ("jaxops.grad", "batched.grad"),
+    ),
+    at_most=1.25,
+    tiers=("vmap",),
+  ),
+  bars.DonatedGrowth(
+    "donated time grows with the number of updates, not the data size",
+    ("jaxops.donated", "jaxops_unique.donated", "plain.donated"),
+  ),
+  bars.Compile("compile under 2 s"),
 )
