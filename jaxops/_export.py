@@ -53,6 +53,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from jaxops import _common
+from jaxops._common import op_error
 
 _STATE_NAME = "jaxops_onnx_export_state"
 # "off": normal operation; "primitives": the operators bind the primitives;
@@ -131,13 +132,83 @@ def _normal(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
 
-def _validate(call: Callable[[], Any]) -> None:
-  """Traces the operator call abstractly, raising its own errors.
+# Stand-ins for symbolic dims: two ranges far from any real dim.
+_STAND_INS = (1 << 20, 1 << 21)
 
-  Concrete (non-traced) arguments stay concrete in the closure, so the
-  operator's eager checks of concrete indices run as they normally do.
+
+def _is_int(dim: Any) -> bool:
+  return isinstance(dim, (int, np.integer))
+
+
+def _symbols(shapes: Any) -> list[Any]:
+  """The distinct symbolic (non-int) dims of `shapes`, in order."""
+  symbols: list[Any] = []
+  for shape in shapes:
+    for dim in shape:
+      if not _is_int(dim) and str(dim) not in map(str, symbols):
+        symbols.append(dim)
+  return symbols
+
+
+def _stand_in(shape: Any, symbols: list[Any], base: int) -> tuple[int, ...]:
+  names = [str(symbol) for symbol in symbols]
+  return tuple(
+    int(dim) if _is_int(dim) else base + names.index(str(dim)) for dim in shape
+  )
+
+
+def with_symbolic_dims(rule: Callable[..., Any], shapes: Any, op: str) -> Any:
+  """`rule(*shapes)` (a pytree of ints) where shapes may hold symbolic dims.
+
+  The rule runs twice, each symbolic dim replaced by a concrete stand-in from
+  two different ranges. A result that differs between the runs must be the
+  stand-in of the same symbolic dim in both (the dim passes through) and
+  becomes that dim; anything else depends on a symbolic dim's value, which
+  an export cannot, and raises.
   """
-  _normal(jax.eval_shape, call)
+  symbols = _symbols(shapes)
+  if not symbols:
+    return rule(*shapes)
+  runs = [
+    rule(*(_stand_in(shape, symbols, base) for shape in shapes))
+    for base in _STAND_INS
+  ]
+
+  def merge(first: Any, second: Any) -> Any:
+    if first == second:
+      return first
+    for j, symbol in enumerate(symbols):
+      if (first, second) == (_STAND_INS[0] + j, _STAND_INS[1] + j):
+        return symbol
+    raise op_error(
+      op,
+      f"symbolic dims {[str(s) for s in symbols]} must pass through "
+      "unchanged to export (shapes "
+      f"{', '.join(str(tuple(map(str, shape))) for shape in shapes)})",
+    )
+
+  return jax.tree.map(merge, runs[0], runs[1])
+
+
+def _validate(call: Callable[..., Any], *arrays: Any) -> None:
+  """Traces `call(*arrays)` (the operator) abstractly, raising its errors.
+
+  Concrete (non-traced) arrays stay concrete in a closure, so the operator's
+  eager checks of concrete indices run as they normally do. Symbolic dims are
+  replaced by concrete stand-ins (the operators' shape rules need ints).
+  """
+  shapes = [np.shape(a) if hasattr(a, "shape") else () for a in arrays]
+  symbols = _symbols(shapes)
+  if not symbols:
+    _normal(jax.eval_shape, lambda: call(*arrays))
+    return
+  specs = [
+    jax.ShapeDtypeStruct(_stand_in(a.shape, symbols, _STAND_INS[0]), a.dtype)
+    if hasattr(a, "shape")
+    else np.asarray(a)
+    for a in arrays
+  ]
+  _normal(jax.eval_shape, call, *specs)
 
 
 def _shaped(shape: tuple[int, ...], dtype: Any) -> jax.core.ShapedArray:
@@ -204,7 +275,11 @@ def _gather_nd_impl(data, indices, *, batch_dims, mode, fill_value):
 
 def _gather_nd_abstract(data, indices, *, batch_dims, mode, fill_value):
   del mode, fill_value
-  shape = _ops().shapes.gather_nd(data.shape, indices.shape, batch_dims)
+  shape = with_symbolic_dims(
+    lambda d, i: _ops().shapes.gather_nd(d, i, batch_dims),
+    [data.shape, indices.shape],
+    "GatherND-8",
+  )
   return _shaped(shape, data.dtype)
 
 
@@ -239,9 +314,11 @@ def gather_nd(
   """`jaxops.gather_nd` while exporting."""
   ops = _ops()
   _validate(
-    lambda: ops.gather_nd(
-      data, indices, batch_dims, mode=mode, fill_value=fill_value
-    )
+    lambda d, i: ops.gather_nd(
+      d, i, batch_dims, mode=mode, fill_value=fill_value
+    ),
+    data,
+    indices,
   )
   data = jnp.asarray(data)
   indices = _index_array(indices)
@@ -282,7 +359,11 @@ def _gather_elements_impl(data, indices, *, axis, mode, fill_value):
 
 def _gather_elements_abstract(data, indices, *, axis, mode, fill_value):
   del mode, fill_value
-  shape = _ops().shapes.gather_elements(data.shape, indices.shape, axis)
+  shape = with_symbolic_dims(
+    lambda d, i: _ops().shapes.gather_elements(d, i, axis),
+    [data.shape, indices.shape],
+    "GatherElements-13",
+  )
   return _shaped(shape, data.dtype)
 
 
@@ -311,14 +392,16 @@ def gather_elements(
   """`jaxops.gather_elements` while exporting."""
   ops = _ops()
   _validate(
-    lambda: ops.gather_elements(
-      data, indices, axis, mode=mode, fill_value=fill_value
-    )
+    lambda d, i: ops.gather_elements(
+      d, i, axis, mode=mode, fill_value=fill_value
+    ),
+    data,
+    indices,
   )
   data = jnp.asarray(data)
   indices = _index_array(indices)
   a = operator.index(axis) % data.ndim
-  if data.shape[a] == 0 and indices.size:
+  if data.shape[a] == 0 and indices.size != 0:
     return _normal(
       ops.gather_elements, data, indices, a, mode=mode, fill_value=fill_value
     )
@@ -347,8 +430,10 @@ def _scatter_impl(data, indices, updates, *, mode, unique_indices):
 
 def _scatter_abstract(data, indices, updates, *, mode, unique_indices):
   del mode, unique_indices
-  shape = _ops().shapes.scatter_nd_update(
-    data.shape, indices.shape, updates.shape
+  shape = with_symbolic_dims(
+    _ops().shapes.scatter_nd_update,
+    [data.shape, indices.shape, updates.shape],
+    "ScatterNDUpdate-3",
   )
   return _shaped(shape, data.dtype)
 
@@ -372,7 +457,7 @@ def _scatter_batch(args, dims, **params):
     _move_to(x, d, 0) if _mapped(d) else _broadcast_front(x, size)
     for x, d in zip(args, dims)
   )
-  if jnp.iinfo(indices.dtype).max < size - 1:
+  if jnp.iinfo(indices.dtype).bits < 32:  # room for every position
     indices = indices.astype(jnp.int32)
   position = lax.broadcasted_iota(indices.dtype, indices.shape[:-1] + (1,), 0)
   indices = lax.concatenate([position, indices], indices.ndim - 1)
@@ -390,9 +475,12 @@ def scatter_nd_update(
   """`jaxops.scatter_nd_update` while exporting."""
   ops = _ops()
   _validate(
-    lambda: ops.scatter_nd_update(
-      data, indices, updates, mode=mode, unique_indices=unique_indices
-    )
+    lambda d, i, u: ops.scatter_nd_update(
+      d, i, u, mode=mode, unique_indices=unique_indices
+    ),
+    data,
+    indices,
+    updates,
   )
   data = jnp.asarray(data)
   indices = _index_array(indices)
@@ -438,7 +526,11 @@ def _strided_slice_impl(data, *, batch_ndim, **spec):
 
 
 def _strided_slice_abstract(data, *, batch_ndim, **spec):
-  shape = _ops().shapes.strided_slice(data.shape[batch_ndim:], **spec)
+  shape = with_symbolic_dims(
+    lambda d: _ops().shapes.strided_slice(d, **spec),
+    [data.shape[batch_ndim:]],
+    "StridedSlice-1",
+  )
   return _shaped(data.shape[:batch_ndim] + shape, data.dtype)
 
 
@@ -466,7 +558,7 @@ def _hashable(value: Any) -> Any:
 def strided_slice(data: Any, *spec: Any) -> jax.Array:
   """`jaxops.strided_slice` while exporting; `spec` in positional order."""
   ops = _ops()
-  _validate(lambda: ops.strided_slice(data, *spec))
+  _validate(lambda d: ops.strided_slice(d, *spec), data)
   params = dict(zip(_SPEC_NAMES, map(_hashable, spec)))
   return strided_slice_p.bind(jnp.asarray(data), batch_ndim=0, **params)
 
@@ -481,6 +573,12 @@ def slice_plan(
   `-size - 1` is "before element 0"), the shape after the Slice, and the
   shape after the new and shrunk axes.
   """
+  return with_symbolic_dims(
+    lambda shape: _slice_plan(shape, spec), [data_shape], "StridedSlice-1"
+  )
+
+
+def _slice_plan(data_shape: tuple[int, ...], spec: dict[str, Any]) -> Any:
   from jaxops import _strided_slice
 
   plan = _strided_slice._plan(data_shape, **spec)

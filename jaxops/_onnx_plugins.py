@@ -86,7 +86,14 @@ def _indices(
   value = _input(ctx, var, "indices")
   dtype = np.dtype(var.aval.dtype)
   shape = var.aval.shape
-  sizes = np.asarray(sizes, np.int64)
+  if clip and not all(
+    map(_export._is_int, np.ravel(np.asarray(sizes, object)))
+  ):
+    raise NotImplementedError(
+      f"mode='clip' exports a clamp to the indexed dims' sizes, which must "
+      f"be static; got {sizes}"
+    )
+  sizes = np.asarray(sizes, np.int64) if clip else np.zeros(0, np.int64)
   unsigned = np.issubdtype(dtype, np.unsignedinteger)
   if clip and unsigned:
     # Never negative; clamp before a cast could wrap a huge value negative.
@@ -208,7 +215,7 @@ class GatherElementsPlugin(PrimitiveLeafPlugin):
     cut = [
       (d, size, n)
       for d, (size, n) in enumerate(zip(data_shape, indices_var.aval.shape))
-      if d != axis and n < size
+      if d != axis and _export._is_int(size) and _export._is_int(n) and n < size
     ]
     if cut:
       # The leading part of data that smaller indices dims cover (OpenVINO
@@ -279,9 +286,9 @@ def _removed_ones(
   dims of size 1; None otherwise."""
   removed, j = [], 0
   for i, dim in enumerate(longer):
-    if j < len(shorter) and dim == shorter[j]:
+    if j < len(shorter) and str(dim) == str(shorter[j]):
       j += 1
-    elif dim == 1:
+    elif _export._is_int(dim) and dim == 1:
       removed.append(i)
     else:
       return None
@@ -318,7 +325,7 @@ class StridedSlicePlugin(PrimitiveLeafPlugin):
         shape=shape,
       )
     out_shape = tuple(out_var.aval.shape)
-    if shape != out_shape:
+    if tuple(map(str, shape)) != tuple(map(str, out_shape)):
       squeezed = _removed_ones(shape, out_shape)
       unsqueezed = _removed_ones(out_shape, shape)
       if squeezed is not None:
@@ -338,6 +345,11 @@ class StridedSlicePlugin(PrimitiveLeafPlugin):
           shape=out_shape,
         )
       else:
+        if not all(map(_export._is_int, out_shape)):
+          raise NotImplementedError(
+            "StridedSlice-1: new and shrunk axes around symbolic dims "
+            f"need a Reshape to a static shape; got {out_shape}"
+          )
         # allowzero: a 0 in the shape is a dim of size 0, not "copy".
         zero = {"allowzero": 1} if 0 in out_shape else {}
         value = _node(

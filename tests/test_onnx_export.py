@@ -866,3 +866,72 @@ def test_import_jaxops_imports_no_exporter():
     env=processes.subprocess_env(),
   )
   assert out.stdout.strip() == "[]", out.stdout
+
+
+_SYMBOLIC_X = np.arange(60, dtype=np.float32).reshape(5, 4, 3)
+_SYMBOLIC_I = np.array([[1], [-1], [0], [3], [-4]], np.int32)
+SYMBOLIC_CASES = [
+  (
+    "gather_nd_batch_dims_1",
+    lambda x, i: jaxops.gather_nd(x, i, 1),
+    [("B", 4, 3), ("B", 1)],
+    (_SYMBOLIC_X, _SYMBOLIC_I),
+  ),
+  (
+    "gather_elements",
+    lambda x, i: jaxops.gather_elements(x, i[:, :, None], axis=1),
+    [("B", 4, 1), ("B", 1)],
+    (_SYMBOLIC_X[..., :1], _SYMBOLIC_I),
+  ),
+  (
+    "scatter_nd_update_tuples",
+    lambda x, i, u: jaxops.scatter_nd_update(x, i, u),
+    [(4, 3), ("N", 1), ("N", 3)],
+    (_SYMBOLIC_X[0], _SYMBOLIC_I[:3], -_SYMBOLIC_X[:3, 0]),
+  ),
+  (
+    "vmap_scatter_nd_update",
+    jax.vmap(_snu),
+    [("B", 4, 3), ("B", 1), ("B", 3)],
+    (_SYMBOLIC_X, _SYMBOLIC_I, -_SYMBOLIC_X[:, 0]),
+  ),
+  (
+    "strided_slice",
+    lambda x: jaxops.strided_slice(
+      x,
+      [0, -1, 1],
+      [0, 0, 0],
+      [1, -2, 1],
+      begin_mask=[1],
+      end_mask=[1, 1],
+      shrink_axis_mask=[0, 0, 1],
+    ),
+    [("B", 4, 3)],
+    (_SYMBOLIC_X,),
+  ),
+]
+
+
+@requires_extra
+@pytest.mark.parametrize(
+  "name, fn, shapes, args",
+  SYMBOLIC_CASES,
+  ids=[case[0] for case in SYMBOLIC_CASES],
+)
+def test_symbolic_dims_pass_through(name, fn, shapes, args):
+  specs = [
+    jax.ShapeDtypeStruct(shape, np.asarray(arg).dtype)
+    for shape, arg in zip(shapes, args)
+  ]
+  model = _onnx().to_onnx(fn, *specs)
+  exported = Exported(model, list(args))
+  dims = model.graph.input[0].type.tensor_type.shape.dim
+  assert dims[0].dim_param == shapes[0][0] or dims[0].dim_value, dims
+  check_round_trip(exported, jax.tree.leaves(jax.jit(fn)(*args)), str)
+
+
+@requires_extra
+def test_symbolic_dims_must_pass_through():
+  spec = jax.ShapeDtypeStruct(("B", 3), np.float32)
+  with pytest.raises(ValueError, match="symbolic dims .* pass through"):
+    _onnx().to_onnx(lambda x: jaxops.strided_slice(x, [-1], [0], [-1]), spec)
