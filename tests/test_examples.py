@@ -110,8 +110,10 @@ def _floats(pattern: str, text: str) -> list[float]:
 )
 def test_example_runs_quickly(example_output, name):
   _stdout(example_output, name)
-  # Generous: the machine running the suite may be loaded.
-  assert example_output(name)["seconds"] < 90
+  # Generous: the machine running the suite may be loaded. The export example
+  # also starts jax2onnx (its plugin registry) and OpenVINO's converter.
+  limit = 180 if name == "export_onnx" else 90
+  assert example_output(name)["seconds"] < limit
 
 
 def test_quickstart_loss_falls_and_gradients_check(example_output):
