@@ -1,31 +1,26 @@
 """Fill-mode gathers whose bounds test runs once per index tuple.
 
-Both gathers (GatherND, GatherElements) read through `gather`, a
-`lax.gather` whose indexed dims are collapsed with slice size 1. In
-`mode="fill"` an out-of-range tuple reads `fill_value`
-(docs/semantics.md#gather-modes). XLA's own fill mode applies the bounds test
-as a select over the whole output, and XLA:CPU fuses that select with the
-gather into one loop that redoes the index wrap and the test for every output
-element. On CPU, `gather` instead reads the fill value through the gather
-itself (docs/design.md#lowering-fill):
+Both gathers read through `gather`: a `lax.gather` whose indexed dims are
+collapsed with slice size 1. In `mode="fill"` an out-of-range tuple reads
+`fill_value` (docs/semantics.md#gather-modes). XLA's fill mode selects the
+fill value over the whole output, and XLA:CPU fuses that select with the
+gather into one loop that redoes the index wrap and the bounds test for every
+output element. So on CPU, when a tuple reads more than one element, the
+gather reads the fill value itself (docs/design.md#lowering-fill):
 
-* per tuple, `row` is the linear index of the indexed dims and `which` is 0
-  for an in-range tuple and at least 1 otherwise (a quotient, so the test is
-  one unsigned division per index component);
-* the gathered operand is `data`, with the indexed dims merged into one,
-  stacked with a block of fill values along a new dim of size 2, and the
-  gather reads `(which, row)` in clip mode: `which` clamps to 1, the fill
-  block. XLA fuses the stack into the gather's operand reads, so nothing of
-  data's size is copied, and the output is written once.
+* per tuple, `which` is 0 for an in-range tuple and at least 1 otherwise (the
+  largest quotient of a component, read as unsigned, by its dim's size) and
+  `row` the linear index of the indexed dims: reductions over the
+  components, which XLA:CPU computes once per tuple;
+* the operand is `data`, its indexed dims merged into one, stacked with a
+  block of fill values along a new dim of size 2, read at `(which, row)` in
+  clip mode (`which` clamps to 1, the fill block). XLA fuses the stack into
+  the gather's reads: nothing of data's size is copied.
 
-When a tuple reads more than one element, the per-tuple values are
-reductions, which XLA:CPU computes once per tuple rather than inside the
-element loop. The formulation also keeps tiny gathers below XLA:CPU's
-1000-flop bound for running a program inline on the calling thread.
-
-Other backends, and the tangent of every backend, use XLA's fill mode: its
-transpose is a scatter-add into zeros of data's shape (the stacked operand's
-transpose would be twice that size).
+When each tuple reads one element, XLA's fill mode is a single fused loop
+already and is kept, as on the other backends and for every tangent (its
+transpose scatter-adds into zeros of data's shape; the stacked operand's
+would be twice that).
 """
 
 from __future__ import annotations

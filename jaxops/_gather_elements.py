@@ -4,9 +4,8 @@ Semantics and errata: docs/semantics.md#gather-elements (indices smaller than
 data in non-axis dims are accepted and never broadcast: #ge-2). Design:
 docs/design.md#lowering-gather-elements.
 
-Derivative design: as for GatherND (see `jaxops._gather_nd`), a
-`jax.custom_jvp` whose tangent rule is the same linear gather; reverse mode
-transposes it into a scatter-add, forward mode evaluates it.
+Derivative and fill mode: as for GatherND (`jaxops._linear`,
+`jaxops._fill`); the tangent is the same gather with fill value 0.
 
 The gather is one `lax.gather` in which every non-axis dim is a batching dim
 of both operand and indices, so the program does not grow with the axis

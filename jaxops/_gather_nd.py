@@ -4,17 +4,11 @@ Semantics and errata: docs/semantics.md#gather-nd (negative indices,
 out-of-range modes, zero-size inputs, GND-1..GND-3). The lowering is one
 `lax.gather` with `batch_dims` as XLA batching dims: docs/design.md#lowerings.
 
-Derivative design
------------------
-The operator is a `jax.custom_jvp` whose tangent rule applies the same linear
-gather to the data tangent. Both modes then work: forward mode (`jvp`,
-`jacfwd`) evaluates the rule, and reverse mode (`grad`, `vjp`, `jacrev`)
-transposes it, which turns the gather into a scatter-add of the cotangent into
-zeros of data's shape -- the cheapest VJP there is, and no slower than JAX's
-autodiff of the plain formulation. (A `jax.custom_vjp` would block `jvp`.)
-Indices are integers and get float0 tangents. The index normalization
-(negative wrap) runs outside the custom rule, so no derivative is ever taken
-through it. See docs/design.md#derivatives.
+Derivative: `jaxops._linear.linear_custom_jvp`; the tangent is the same gather
+of the data tangent with fill value 0, and reverse mode transposes it into a
+scatter-add of the cotangent into zeros of data's shape. Fill mode on CPU:
+`jaxops._fill` (docs/design.md#lowering-fill). The index normalization runs
+outside the derivative rule. See docs/design.md#derivatives.
 """
 
 from __future__ import annotations
