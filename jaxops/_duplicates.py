@@ -67,11 +67,14 @@ class Strategy(NamedTuple):
 
 # Slots per tuple up to which the winner table beats the sorts, and bitmap
 # words (32 slots each) per tuple up to which the bitmap test beats the sort
-# it saves (measured on CPU: docs/design.md#thresholds).
+# it saves: 8 for any bitmap, 32 for one that stays in cache (measured on
+# CPU: docs/design.md#thresholds).
 TABLE_SLOTS_PER_TUPLE = 16
 TABLE_MIN_SLOTS = 1 << 16
 BITMAP_WORDS_PER_TUPLE = 8
 BITMAP_MIN_WORDS = 1 << 16
+CACHED_BITMAP_WORDS_PER_TUPLE = 32
+CACHED_BITMAP_MAX_WORDS = 1 << 20
 
 
 def int_dtype_for(max_value: int) -> Any:
@@ -91,9 +94,11 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
     return Strategy(Search.COLUMNS)
   if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
     return Strategy(Search.TABLE, RepeatTest.NONE, target_dtype)
-  repeat_test = (RepeatTest.BITMAP if slots // 32 + 1 <=
-                 BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS
-                 else RepeatTest.SORT)
+  words = slots // 32 + 1
+  bitmap = (words <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS or
+            words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n,
+                         CACHED_BITMAP_MAX_WORDS))
+  repeat_test = RepeatTest.BITMAP if bitmap else RepeatTest.SORT
   key_dtype = int_dtype_for((slots + 1) * n - 1)
   if key_dtype is None:
     return Strategy(Search.RANK_TABLE, repeat_test, target_dtype)

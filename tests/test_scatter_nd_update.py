@@ -357,6 +357,11 @@ CHOICES = [
      dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.SORT, I32),
      dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.SORT, I32,
                   np.dtype(np.int64))),
+    # A bitmap of 2**19 words, 20 per tuple: in cache, so still the bitmap.
+    ((26_214, (1 << 24,)),
+     dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.BITMAP, I32),
+     dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32,
+                  np.dtype(np.int64))),
     ((1000, (1 << 16, 1 << 16)), dup.Strategy(dup.Search.COLUMNS),
      dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.SORT,
                   np.dtype(np.int64), np.dtype(np.int64))),
