@@ -93,10 +93,12 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   if target_dtype is None:
     return Strategy(Search.COLUMNS)
   if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
-    return Strategy(Search.TABLE, RepeatTest.NONE, target_dtype)
+    # A table beyond the minimum costs more than a bitmap 32 times smaller.
+    return Strategy(Search.TABLE, RepeatTest.BITMAP if slots > TABLE_MIN_SLOTS
+                    else RepeatTest.NONE, target_dtype)
   words = slots // 32 + 1
   bitmap = (words <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS or
-            words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n,
+            words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS,
                          CACHED_BITMAP_MAX_WORDS))
   repeat_test = RepeatTest.BITMAP if bitmap else RepeatTest.SORT
   key_dtype = int_dtype_for((slots + 1) * n - 1)
@@ -145,9 +147,13 @@ def winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
   target = jnp.where(in_bounds, linear_target(indices, sizes, dtype),
                      jnp.asarray(slots, dtype))
   if strategy.search is Search.TABLE:
-    return _winner_table(target, slots + 1, positions) & in_bounds
-  search = functools.partial(_sorted_search, search=strategy.search,
-                             key_dtype=strategy.key_dtype)
+    if strategy.repeat_test is RepeatTest.SORT:
+      raise ValueError(f"{strategy}: the sort test needs a sort-based search")
+    search = lambda target, positions: _winner_table(target, slots + 1,
+                                                     positions)
+  else:
+    search = functools.partial(_sorted_search, search=strategy.search,
+                               key_dtype=strategy.key_dtype)
   if strategy.repeat_test is RepeatTest.BITMAP:
     # Out-of-range tuples take distinct slots past the end, so the count to
     # compare with is the constant n.

@@ -314,6 +314,8 @@ STRATEGIES = {
     # test shapes are small, so int32 targets and packed keys fit in both
     # x64 modes.
     "table": dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32),
+    "table_bitmap": dup.Strategy(dup.Search.TABLE, dup.RepeatTest.BITMAP,
+                                 I32),
     "packed_sort": dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.NONE,
                                 I32, I32),
     "packed_sort_bitmap": dup.Strategy(dup.Search.PACKED_SORT,
@@ -328,12 +330,11 @@ STRATEGIES = {
                                       dup.RepeatTest.SORT, I32),
     "column_sort": dup.Strategy(dup.Search.COLUMNS),
 }
-SORT_STRATEGIES = [name for name, s in STRATEGIES.items()
+# Every search behind a repeat test (and the sort searches without one).
+REPEAT_TESTED = [name for name, s in STRATEGIES.items()
                    if s.search in (dup.Search.PACKED_SORT,
-                                   dup.Search.RANK_TABLE)]
-TESTED_STRATEGIES = [name for name, s in STRATEGIES.items()
-                     if s.repeat_test is not dup.RepeatTest.NONE or
-                     s.search in (dup.Search.TABLE, dup.Search.COLUMNS)]
+                                   dup.Search.RANK_TABLE) or
+                   s.repeat_test is not dup.RepeatTest.NONE]
 
 
 def _update(strategy, **kwargs):
@@ -347,6 +348,8 @@ def _update(strategy, **kwargs):
 CHOICES = [
     ((4, (7,)), dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32),
      None),
+    ((16_384, (41, 4096)), dup.Strategy(dup.Search.TABLE,
+                                        dup.RepeatTest.BITMAP, I32), None),
     ((1000, (1 << 20,)), dup.Strategy(dup.Search.PACKED_SORT,
                                       dup.RepeatTest.BITMAP, I32, I32), None),
     ((10_000, (1 << 21,)),
@@ -407,7 +410,7 @@ def _check_against_loop(strategy, data, indices, updates, rng):
 
 
 def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
-  """Indices (n, k) for each branch of the sort searches' repeat test.
+  """Indices (n, k) for each branch of the repeat test.
 
   "unique": no repeats (the search is skipped). "duplicates": in-range repeats
   (it runs). "out_of_range_duplicates": unique in range, repeats only among
@@ -434,8 +437,8 @@ REPEAT_KINDS = ["unique", "duplicates", "out_of_range_duplicates",
 
 
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
-@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_both_branches_of_the_repeat_test(strategy, kind):
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_searches_both_branches_of_the_repeat_test(strategy, kind):
   rng = np.random.default_rng(REPEAT_KINDS.index(kind))
   data, indices, updates = _repeat_case(rng, kind)
   # The repeat test itself: a wrong "no repeats" shows in the loser gradients
@@ -508,8 +511,8 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
     assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
 
 
-@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_under_vmap_mixed_batch(strategy):
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_searches_under_vmap_mixed_batch(strategy):
   """One repeat test for the whole batch: the search stays behind a cond."""
   rng = np.random.default_rng(13)
   cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
