@@ -98,7 +98,7 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
                     else RepeatTest.NONE, target_dtype)
   words = slots // 32 + 1
   bitmap = (words <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS or
-            words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS,
+            words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n,
                          CACHED_BITMAP_MAX_WORDS))
   repeat_test = RepeatTest.BITMAP if bitmap else RepeatTest.SORT
   key_dtype = int_dtype_for((slots + 1) * n - 1)
