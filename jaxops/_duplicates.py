@@ -56,8 +56,9 @@ class RepeatTest(enum.Enum):
 class Strategy(NamedTuple):
   """A winner search with its repeat test and integer types.
 
-  `target_dtype` holds the linear target (None for COLUMNS), `key_dtype` the
-  packed keys `(slots + 1) * n - 1` (PACKED_SORT only).
+  `target_dtype` holds the linear targets up to `slots + n - 1` (None for
+  COLUMNS), `key_dtype` the packed keys up to `(slots + 1) * n - 1`
+  (PACKED_SORT only).
   """
   search: Search
   repeat_test: RepeatTest = RepeatTest.NONE
@@ -89,7 +90,8 @@ def int_dtype_for(max_value: int) -> Any:
 def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   """The search for n tuples into the indexed dims `sizes`."""
   slots = math.prod(sizes)
-  target_dtype = int_dtype_for(slots)
+  # Targets go up to `slots + n - 1`: out-of-range tuples past the end.
+  target_dtype = int_dtype_for(slots + n)
   if target_dtype is None:
     return Strategy(Search.COLUMNS)
   if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
