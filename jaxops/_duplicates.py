@@ -58,8 +58,9 @@ class RepeatTest(enum.Enum):
 class Strategy(NamedTuple):
   """A winner search with its repeat test and integer types.
 
-  `target_dtype` holds the linear target (None for COLUMNS), `key_dtype` the
-  packed keys `(slots + 1) * n - 1` (PACKED_SORT only).
+  `target_dtype` holds the linear targets up to `slots + n - 1` (None for
+  COLUMNS), `key_dtype` the packed keys up to `(slots + 1) * n - 1`
+  (PACKED_SORT only).
   """
 
   search: Search
@@ -70,11 +71,14 @@ class Strategy(NamedTuple):
 
 # Slots per tuple up to which the winner table beats the sorts, and bitmap
 # words (32 slots each) per tuple up to which the bitmap test beats the sort
-# it saves (measured on CPU: docs/design.md#thresholds).
+# it saves: 8 for any bitmap, 32 for one that stays in cache (measured on
+# CPU: docs/design.md#thresholds).
 TABLE_SLOTS_PER_TUPLE = 16
 TABLE_MIN_SLOTS = 1 << 16
 BITMAP_WORDS_PER_TUPLE = 8
 BITMAP_MIN_WORDS = 1 << 16
+CACHED_BITMAP_WORDS_PER_TUPLE = 32
+CACHED_BITMAP_MAX_WORDS = 1 << 20
 
 
 def int_dtype_for(max_value: int) -> Any:
@@ -90,16 +94,23 @@ def int_dtype_for(max_value: int) -> Any:
 def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   """The search for n tuples into the indexed dims `sizes`."""
   slots = math.prod(sizes)
-  target_dtype = int_dtype_for(slots)
+  # Targets go up to `slots + n - 1`: out-of-range tuples past the end.
+  target_dtype = int_dtype_for(slots + n)
   if target_dtype is None:
     return Strategy(Search.COLUMNS)
   if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
-    return Strategy(Search.TABLE, RepeatTest.NONE, target_dtype)
-  repeat_test = (
-    RepeatTest.BITMAP
-    if slots // 32 + 1 <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS
-    else RepeatTest.SORT
+    # A table beyond the minimum costs more than a bitmap 32 times smaller.
+    return Strategy(
+      Search.TABLE,
+      RepeatTest.BITMAP if slots > TABLE_MIN_SLOTS else RepeatTest.NONE,
+      target_dtype,
+    )
+  words = slots // 32 + 1
+  bitmap = (
+    words <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS
+    or words <= min(CACHED_BITMAP_WORDS_PER_TUPLE * n, CACHED_BITMAP_MAX_WORDS)
   )
+  repeat_test = RepeatTest.BITMAP if bitmap else RepeatTest.SORT
   key_dtype = int_dtype_for((slots + 1) * n - 1)
   if key_dtype is None:
     return Strategy(Search.RANK_TABLE, repeat_test, target_dtype)
@@ -155,10 +166,15 @@ def winners(
     in_bounds, linear_target(indices, sizes, dtype), jnp.asarray(slots, dtype)
   )
   if strategy.search is Search.TABLE:
-    return _winner_table(target, slots + 1, positions) & in_bounds
-  search = functools.partial(
-    _sorted_search, search=strategy.search, key_dtype=strategy.key_dtype
-  )
+    if strategy.repeat_test is RepeatTest.SORT:
+      raise ValueError(f"{strategy}: the sort test needs a sort-based search")
+    search = lambda target, positions: _winner_table(
+      target, slots + 1, positions
+    )
+  else:
+    search = functools.partial(
+      _sorted_search, search=strategy.search, key_dtype=strategy.key_dtype
+    )
   if strategy.repeat_test is RepeatTest.BITMAP:
     # Out-of-range tuples take distinct slots past the end, so the count to
     # compare with is the constant n.

@@ -211,9 +211,8 @@ def gather_nd(
 def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
   k = indices.shape[-1]
   dims = tuple(range(batch_dims, batch_dims + k))
-  indices = _common.prepare_indices(
-    indices, data.shape[batch_dims : batch_dims + k]
-  )
+  sizes = data.shape[batch_dims : batch_dims + k]
+  indices = _common.prepare_indices(indices, sizes)
   if mode == lax.GatherScatterMode.FILL_OR_DROP and k:
     # The fill-mode gather only ever reads in range; checkify.index_checks
     # still reports the tuple that was out of range.

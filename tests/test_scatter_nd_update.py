@@ -466,6 +466,7 @@ STRATEGIES = {
   # test shapes are small, so int32 targets and packed keys fit in both
   # x64 modes.
   "table": dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32),
+  "table_bitmap": dup.Strategy(dup.Search.TABLE, dup.RepeatTest.BITMAP, I32),
   "packed_sort": dup.Strategy(
     dup.Search.PACKED_SORT, dup.RepeatTest.NONE, I32, I32
   ),
@@ -484,16 +485,12 @@ STRATEGIES = {
   ),
   "column_sort": dup.Strategy(dup.Search.COLUMNS),
 }
-SORT_STRATEGIES = [
+# Every search behind a repeat test (and the sort searches without one).
+REPEAT_TESTED = [
   name
   for name, s in STRATEGIES.items()
   if s.search in (dup.Search.PACKED_SORT, dup.Search.RANK_TABLE)
-]
-TESTED_STRATEGIES = [
-  name
-  for name, s in STRATEGIES.items()
-  if s.repeat_test is not dup.RepeatTest.NONE
-  or s.search in (dup.Search.TABLE, dup.Search.COLUMNS)
+  or s.repeat_test is not dup.RepeatTest.NONE
 ]
 
 
@@ -511,6 +508,11 @@ def _update(strategy, **kwargs):
 CHOICES = [
   ((4, (7,)), dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32), None),
   (
+    (16_384, (41, 4096)),
+    dup.Strategy(dup.Search.TABLE, dup.RepeatTest.BITMAP, I32),
+    None,
+  ),
+  (
     (1000, (1 << 20,)),
     dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32, I32),
     None,
@@ -527,6 +529,14 @@ CHOICES = [
     dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.SORT, I32),
     dup.Strategy(
       dup.Search.PACKED_SORT, dup.RepeatTest.SORT, I32, np.dtype(np.int64)
+    ),
+  ),
+  # A bitmap of 2**19 words, 20 per tuple: in cache, so still the bitmap.
+  (
+    (26_214, (1 << 24,)),
+    dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.BITMAP, I32),
+    dup.Strategy(
+      dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32, np.dtype(np.int64)
     ),
   ),
   (
@@ -591,7 +601,7 @@ def _check_against_loop(strategy, data, indices, updates, rng):
 
 
 def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
-  """Indices (n, k) for each branch of the sort searches' repeat test.
+  """Indices (n, k) for each branch of the repeat test.
 
   "unique": no repeats (the search is skipped). "duplicates": in-range repeats
   (it runs). "out_of_range_duplicates": unique in range, repeats only among
@@ -622,8 +632,8 @@ REPEAT_KINDS = [
 
 
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
-@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_both_branches_of_the_repeat_test(strategy, kind):
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_searches_both_branches_of_the_repeat_test(strategy, kind):
   rng = np.random.default_rng(REPEAT_KINDS.index(kind))
   data, indices, updates = _repeat_case(rng, kind)
   # The repeat test itself: a wrong "no repeats" shows in the loser gradients
@@ -714,8 +724,8 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
     assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
 
 
-@pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_under_vmap_mixed_batch(strategy):
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_searches_under_vmap_mixed_batch(strategy):
   """One repeat test for the whole batch: the search stays behind a cond."""
   rng = np.random.default_rng(13)
   cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
