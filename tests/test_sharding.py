@@ -31,8 +31,7 @@ global operator.
 Data and weights are small integers stored as float32, so every sum is exact
 in any order and the comparisons are exact in both x64 modes. Each case is
 compiled and run once per x64 mode (`_run`), by whichever of its tests comes
-first; its parameter is module-scoped so that pytest runs a case's tests
-together.
+first.
 """
 
 from __future__ import annotations
@@ -358,13 +357,25 @@ GRAD_EQUAL = DIFFERENTIATED + [c for c in SHARD_MAP_CASES if c.grad_argnums]
 
 
 def over(cases: list[Case]):
-  """Parametrizes `case` over `cases`, ids the case names.
-
-  Module scope makes pytest group every test of one case, so that its
-  cached runs are made and used together (also under pytest-xdist).
-  """
+  """Parametrizes `case` over `cases`, ids the case names, module-scoped."""
   return pytest.mark.parametrize("case", cases, ids=lambda c: c.name,
                                  scope="module")
+
+
+@pytest.fixture(scope="module")
+def jax_mode(request):
+  """tests/conftest.py's `jax_mode` (the same switch), module-scoped here.
+
+  With `case` and the mode both module-scoped, pytest runs the tests of one
+  case in one mode together, where its cached run is made and used (under
+  pytest-xdist, mostly on one worker).
+  """
+  mode = getattr(request, "param", None)
+  if mode is None:
+    yield None
+    return
+  with jax.enable_x64(mode == "x64"):
+    yield mode
 
 
 # ---- running a case once per x64 mode --------------------------------------
