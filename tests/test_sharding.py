@@ -407,7 +407,7 @@ def _put(args, specs, mesh) -> tuple[jax.Array, ...]:
 
 
 def _grad_fn(fn, grad_argnums):
-  """(args..., weights) -> grads of sum(weights * fn(args)) w.r.t. diff args."""
+  """(args..., weights) -> grads of sum(weights * fn(args)) wrt grad_argnums."""
   def grads(*args_and_weights):
     *args, weights = args_and_weights
     def objective(*diff):
