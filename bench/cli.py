@@ -1,8 +1,12 @@
 """`python -m bench`: runs the cases, gates on bit-exactness, writes results.
 
-Outputs in `--out` (default `bench/results`): `results.json` (everything,
-including the environment), `results.md` (the tables also printed on
-stdout) and PNG plots. See bench/README.md for how to read them.
+Plans the variants of every case (`plan_variants`), builds them, checks
+their outputs bit for bit, times them, evaluates the operators' bars and
+writes, in `--out` (default `bench/results`): `results.json` (everything,
+including the environment and the bar verdicts), `results.md` (the tables
+also printed on stdout) and PNG plots. `--reference` writes the committed
+reference results instead (bench/RESULTS[-<allocator>].md/.json). See
+bench/README.md for how to read them.
 """
 
 from __future__ import annotations
@@ -22,55 +26,118 @@ from typing import Any
 import jax
 import numpy as np
 
-from bench import harness, ops, report, runtimes
+from bench import allocator, harness, ops, report, runtimes
 
-_THREAD_VARS = ("XLA_FLAGS", "JAX_PLATFORMS", "OMP_NUM_THREADS",
-                "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "TF_NUM_INTRAOP_THREADS", "CUDA_VISIBLE_DEVICES",
-                "GLIBC_TUNABLES")
-_HUGETLB = "glibc.malloc.hugetlb=1"
+_THREAD_VARS = (
+  "XLA_FLAGS",
+  "JAX_PLATFORMS",
+  "JAX_ENABLE_X64",
+  "OMP_NUM_THREADS",
+  "OMP_WAIT_POLICY",
+  "MKL_NUM_THREADS",
+  "OPENBLAS_NUM_THREADS",
+  "TF_NUM_INTRAOP_THREADS",
+  "CUDA_VISIBLE_DEVICES",
+)
+_TIERS = ("ir", "large", "sweep", "vmap")
+_REFERENCE_DIR = "bench"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
-      prog="python -m bench", description=__doc__,
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--ops", default=",".join(ops.NAMES),
-                      help="comma-separated operators (default: all of "
-                      f"{', '.join(ops.NAMES)})")
-  parser.add_argument("--cases", default="*",
-                      help="comma-separated glob patterns on 'op/case' or "
-                      "'case', e.g. 'ir*,large' (default: all)")
-  parser.add_argument("--tiers", default="ir,large,sweep",
-                      help="comma-separated tiers: ir, large, sweep")
-  parser.add_argument("--variants", default="*",
-                      help="comma-separated glob patterns on variant names, "
-                      "e.g. 'jaxops*,openvino' (default: all)")
-  parser.add_argument("--reps", type=int, default=50,
-                      help="at most this many timed calls per variant")
-  parser.add_argument("--min-reps", type=int, default=10,
-                      help="at least this many timed calls per variant")
+    prog="python -m bench",
+    description=__doc__,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+    "--ops",
+    default=",".join(ops.NAMES),
+    help=f"comma-separated operators (default: all of {', '.join(ops.NAMES)})",
+  )
+  parser.add_argument(
+    "--cases",
+    default="*",
+    help="comma-separated glob patterns on 'op/case' or "
+    "'case', e.g. 'ir*,large' (default: all)",
+  )
+  parser.add_argument(
+    "--tiers",
+    default=",".join(_TIERS),
+    help="comma-separated tiers: " + ", ".join(_TIERS),
+  )
+  parser.add_argument(
+    "--variants",
+    default="*",
+    help="comma-separated glob patterns on variant names, "
+    "e.g. 'jaxops*,openvino' (default: all)",
+  )
+  parser.add_argument(
+    "--reps",
+    type=int,
+    default=30,
+    help="at most this many timed calls per variant",
+  )
+  parser.add_argument(
+    "--min-reps",
+    type=int,
+    default=10,
+    help="at least this many timed calls per variant",
+  )
   parser.add_argument("--warmup", type=int, default=2)
-  parser.add_argument("--budget", type=float, default=1.0,
-                      help="seconds of timed calls per variant before "
-                      "stopping early (sweep cases get half)")
-  parser.add_argument("--threads", type=int, default=2,
-                      help="threads for OpenVINO and onnxruntime")
-  parser.add_argument("--out", default=os.path.join("bench", "results"),
-                      help="output folder (created)")
-  parser.add_argument("--smoke", action="store_true",
-                      help="tiny sizes and few repetitions (seconds)")
+  parser.add_argument(
+    "--budget",
+    type=float,
+    default=0.5,
+    help="seconds of timed calls per variant before "
+    "stopping early (sweep cases get half)",
+  )
+  parser.add_argument(
+    "--threads",
+    type=int,
+    default=2,
+    help="threads for OpenVINO, onnxruntime and PyTorch",
+  )
+  parser.add_argument(
+    "--out",
+    default=os.path.join("bench", "results"),
+    help="output folder (created)",
+  )
+  parser.add_argument(
+    "--smoke",
+    action="store_true",
+    help="tiny sizes and few repetitions (seconds)",
+  )
   parser.add_argument("--no-plots", action="store_true")
   parser.add_argument(
-      "--hugetlb", action="store_true",
-      help="restart with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent "
-      "huge pages for malloc): XLA:CPU allocates every output afresh, and "
-      "with 4 KiB pages a 64 MiB output costs 16384 page faults per call")
+    "--allocator",
+    choices=allocator.MODES,
+    default="system",
+    help="restart with this malloc: system (glibc as is), hugetlb (glibc "
+    "with transparent huge pages), jemalloc or tcmalloc (LD_PRELOAD). "
+    "XLA:CPU allocates every output afresh, and with glibc and 4 KiB pages "
+    "a 64 MiB output costs 16384 page faults per call; see "
+    "docs/cpu-performance.md",
+  )
+  parser.add_argument(
+    "--hugetlb",
+    action="store_const",
+    dest="allocator",
+    const="hugetlb",
+    help="same as --allocator hugetlb",
+  )
+  parser.add_argument(
+    "--reference",
+    action="store_true",
+    help="write the reference results, bench/RESULTS.md/.json (system "
+    "allocator) or bench/RESULTS-<allocator>.md/.json, without plots",
+  )
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
   if args.smoke:
     args.reps, args.min_reps, args.warmup = min(args.reps, 3), 1, 1
     args.budget = min(args.budget, 0.05)
+  if args.reference:
+    args.out, args.no_plots = _REFERENCE_DIR, True
   return args
 
 
@@ -82,63 +149,191 @@ def _transparent_hugepages() -> str | None:
     return None
 
 
-def environment(threads: int) -> dict[str, Any]:
+def environment(threads: int, mode: str) -> dict[str, Any]:
   import jaxlib
+
   import jaxops
+
   device = jax.devices()[0]
   cpu_model = ""
   try:
     with open("/proc/cpuinfo") as f:
-      cpu_model = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), "")
+      cpu_model = next(
+        (
+          line.split(":", 1)[1].strip()
+          for line in f
+          if line.startswith("model name")
+        ),
+        "",
+      )
   except OSError:
     pass
   return {
-      "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-          timespec="seconds"),
-      "python": platform.python_version(),
-      "platform": platform.platform(),
-      "numpy": np.__version__,
-      "jax": jax.__version__,
-      "jaxlib": jaxlib.__version__,
-      "jaxops": jaxops.__version__,
-      "x64": bool(jax.config.jax_enable_x64),
-      "backend": jax.default_backend(),
-      "device_kind": device.device_kind,
-      "device_count": jax.device_count(),
-      "cpu_count": os.cpu_count(),
-      "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(
-          os, "sched_getaffinity") else None,
-      "cpu_model": cpu_model,
-      "thread_env": {k: os.environ.get(k) for k in _THREAD_VARS},
-      "transparent_hugepages": _transparent_hugepages(),
-      "peer_threads": threads,
-      "peers": runtimes.versions(),
-      "loadavg_start": list(os.getloadavg()),
+    "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+      timespec="seconds"
+    ),
+    "python": platform.python_version(),
+    "platform": platform.platform(),
+    "numpy": np.__version__,
+    "jax": jax.__version__,
+    "jaxlib": jaxlib.__version__,
+    "jaxops": jaxops.__version__,
+    "x64": bool(jax.config.jax_enable_x64),
+    "backend": jax.default_backend(),
+    "device_kind": device.device_kind,
+    "device_count": jax.device_count(),
+    "cpu_count": os.cpu_count(),
+    "cpu_affinity": len(os.sched_getaffinity(0))
+    if hasattr(os, "sched_getaffinity")
+    else None,
+    "cpu_model": cpu_model,
+    "thread_env": {k: os.environ.get(k) for k in _THREAD_VARS},
+    "allocator": allocator.describe(mode),
+    "transparent_hugepages": _transparent_hugepages(),
+    "peer_threads": threads,
+    "peers": runtimes.versions(),
+    "loadavg_start": list(os.getloadavg()),
   }
 
 
-def select_cases(args) -> tuple[list[harness.Case], dict[str, str]]:
-  cases, skipped = [], {}
+def select_cases(args) -> list[harness.Case]:
+  cases = []
   tiers = set(args.tiers.split(","))
+  if tiers - set(_TIERS):
+    raise SystemExit(
+      f"unknown tier(s) {sorted(tiers - set(_TIERS))}; choose from {_TIERS}"
+    )
   patterns = args.cases.split(",")
   for name in args.ops.split(","):
     if name not in ops.NAMES:
       raise SystemExit(f"unknown operator {name!r}; choose from {ops.NAMES}")
-    plugin = ops.load(name)
-    if plugin is None:
-      skipped[name] = f"jaxops has no {name} yet"
-      continue
-    for case in plugin.cases(args.smoke):
+    for case in ops.load(name).cases(args.smoke):
       if case.tier in tiers and any(
-          fnmatch.fnmatch(case.key, p) or fnmatch.fnmatch(case.name, p)
-          for p in patterns):
+        fnmatch.fnmatch(case.key, p) or fnmatch.fnmatch(case.name, p)
+        for p in patterns
+      ):
         cases.append(case)
-  return cases, skipped
+  return cases
 
 
-def run_case(case: harness.Case, args, bandwidth_Bps: float,
-             progress) -> dict[str, Any]:
+def plan_variants(
+  case: harness.Case,
+  args: Sequence[jax.Array],
+  weights: jax.Array,
+  inputs: Sequence[np.ndarray],
+  out_shape: tuple[int, ...],
+  threads: int,
+) -> list[harness.Variant]:
+  """Every variant of `case`, forward group first, in a fixed order.
+
+  * `<form>`          forward under `jax.jit`;
+  * `loop`            (vmap cases) a Python loop of jitted per-example calls;
+  * `<form>.donated`  forward with the data buffer donated;
+  * `openvino`, `onnxruntime`, `torch`  the peer calls; `torch.inplace`
+                      PyTorch's in-place form on a fresh copy;
+  * `<form>.grad`     `jax.value_and_grad` of `sum(form(...) * w)`, the
+                      weights `w` an argument so XLA cannot constant-fold
+                      them; `torch.grad` the same with PyTorch's autograd.
+  """
+  V = harness.Variant
+  variants = []
+  threads = case.peer_threads or threads
+  # A sweep of a donatable op is about the donated (in-place) time; the
+  # out-of-place variants would only add the data copy to every point.
+  in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
+  if not in_place_sweep:
+    for form, fn in case.forms.items():
+      variants.append(
+        V(form, "fwd", lambda fn=fn: harness.jax_runner(fn, args))
+      )
+  if case.loop is not None:
+    variants.append(
+      V(
+        "loop",
+        "fwd",
+        lambda: harness.loop_runner(case.loop, args, case.in_axes),
+      )
+    )
+  if case.donate_argnum is not None:
+    for form, fn in case.forms.items():
+      variants.append(
+        V(
+          f"{form}.donated",
+          "fwd",
+          lambda fn=fn: harness.jax_runner(fn, args, case.donate_argnum),
+          donated=True,
+        )
+      )
+  if case.peers and case.openvino is not None:
+    variants.append(
+      V(
+        "openvino",
+        "fwd",
+        lambda: runtimes.openvino_runner(case.openvino, inputs, threads),
+        requires=("openvino",),
+      )
+    )
+  if case.peers and case.onnx is not None:
+    variants.append(
+      V(
+        "onnxruntime",
+        "fwd",
+        lambda: runtimes.onnxruntime_runner(
+          case.onnx(inputs), inputs, out_shape, threads
+        ),
+        requires=("onnxruntime", "onnx"),
+      )
+    )
+  if case.peers and case.torch is not None:
+    variants.append(
+      V(
+        "torch",
+        "fwd",
+        lambda: runtimes.torch_runner(case.torch, inputs, threads),
+        requires=("torch",),
+      )
+    )
+  if case.peers and case.torch_inplace is not None:
+    variants.append(
+      V(
+        "torch.inplace",
+        "fwd",
+        lambda: runtimes.torch_inplace_runner(
+          case.torch_inplace, inputs, case.donate_argnum, threads
+        ),
+        donated=True,
+        requires=("torch",),
+      )
+    )
+  if case.grad:
+    for form, fn in case.forms.items():
+      if case.grad_forms is None or form in case.grad_forms:
+        variants.append(
+          V(
+            f"{form}.grad",
+            "fwdbwd",
+            lambda fn=fn: harness.jax_runner(
+              harness.fwd_bwd(fn, case.diff_argnums), (*args, weights)
+            ),
+          )
+        )
+    if case.peers and case.torch is not None:
+      variants.append(
+        V(
+          "torch.grad",
+          "fwdbwd",
+          lambda: runtimes.torch_grad_runner(
+            case.torch, inputs, np.asarray(weights), case.diff_argnums, threads
+          ),
+          requires=("torch",),
+        )
+      )
+  return variants
+
+
+def run_case(
+  case: harness.Case, args, bandwidth_Bps: float, progress
+) -> dict[str, Any]:
   """Builds, cross-checks and times every selected variant of `case`."""
   rng = np.random.default_rng(args.seed)
   inputs = case.make_inputs(rng)
@@ -147,29 +342,46 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
   weights = jax.device_put(harness.small_ints(rng, out_shape, 2))
   patterns = args.variants.split(",")
   absent = runtimes.missing()
-  planned = harness.plan_variants(case, jax_args, weights, inputs, out_shape,
-                                  args.threads)
+  planned = plan_variants(
+    case, jax_args, weights, inputs, out_shape, args.threads
+  )
   record: dict[str, Any] = {
-      "op": case.op, "name": case.name, "key": case.key, "tier": case.tier,
-      "shapes": case.shapes, "sweep": case.sweep, "size": case.size,
-      "out_shape": list(out_shape), "variants": {}, "skipped": {},
-      "traffic": {
-          "floor_bytes": case.traffic.floor_bytes(),
-          "line_floor_bytes": case.traffic.line_floor_bytes(),
-          "copy_bytes": case.traffic.copy},
+    "op": case.op,
+    "name": case.name,
+    "key": case.key,
+    "tier": case.tier,
+    "shapes": case.shapes,
+    "sweep": case.sweep,
+    "size": case.size,
+    "unique": case.unique,
+    "peer_threads": case.peer_threads,
+    "batch": case.batch,
+    "in_axes": list(case.in_axes) if case.in_axes else None,
+    "out_shape": list(out_shape),
+    "variants": {},
+    "skipped": {},
+    "traffic": {
+      "floor_bytes": case.traffic.floor_bytes(),
+      "line_floor_bytes": case.traffic.line_floor_bytes(),
+      "copy_bytes": case.traffic.copy,
+    },
   }
   record["floor_s"] = case.traffic.floor_bytes() / bandwidth_Bps
   record["line_floor_s"] = case.traffic.line_floor_bytes() / bandwidth_Bps
   record["copy_s"] = case.traffic.copy / bandwidth_Bps
-  runners, outputs = {}, {}
+  selected = lambda name: any(fnmatch.fnmatch(name, p) for p in patterns)
+  for name, why in case.excluded.items():
+    if selected(name):
+      record["skipped"][name] = why
+  # Each variant is compared with the first of its group as soon as it has
+  # run, so that only those references stay in memory.
+  runners, references, checks = {}, {}, []
   for variant in planned:
-    if not any(fnmatch.fnmatch(variant.name, p) for p in patterns):
+    if not selected(variant.name):
       continue
-    peer = variant.name in ("openvino", "onnxruntime")
-    if peer and (variant.name in absent or "onnx" in absent and
-                 variant.name == "onnxruntime"):
-      record["skipped"][variant.name] = absent.get(variant.name,
-                                                   absent.get("onnx"))
+    lacking = [p for p in variant.requires if p in absent]
+    if lacking:
+      record["skipped"][variant.name] = absent[lacking[0]]
       continue
     progress.set_postfix_str(f"{case.key} {variant.name}: compile")
     try:
@@ -177,57 +389,118 @@ def run_case(case: harness.Case, args, bandwidth_Bps: float,
       out = runner.call(runner.setup())
       jax.block_until_ready(out)
     except Exception as e:  # a peer that rejects the model is noted, not fatal
-      if not peer:
+      if not variant.requires:
         raise
       record["skipped"][variant.name] = f"{type(e).__name__}: {e}"[:300]
       continue
-    outputs[variant.name] = (variant.group, runner.outputs(out))
+    leaves = runner.outputs(out)
+    del out
+    if variant.group in references:
+      checks += harness.compare_outputs(
+        case, variant.name, leaves, *references[variant.group]
+      )
+    else:
+      references[variant.group] = (variant.name, leaves)
+    del leaves
     runners[variant.name] = (variant, runner)
-  record["checks"] = harness.check_bit_exact(case, outputs)
-  del outputs
+  record["checks"] = checks
+  del references
   budget = args.budget / 2 if case.tier == "sweep" else args.budget
   progress.set_postfix_str(f"{case.key}: timing {len(runners)} variants")
-  timings = harness.measure({name: r for name, (_, r) in runners.items()},
-                            args.warmup, args.reps, budget, args.min_reps)
+  timings = harness.measure(
+    {name: r for name, (_, r) in runners.items()},
+    args.warmup,
+    args.reps,
+    budget,
+    args.min_reps,
+  )
   for name, (variant, runner) in runners.items():
     timing = timings[name]
-    entry = {"group": variant.group, "compile_s": runner.compile_s,
-             "median_s": timing.median_s, "p10_s": timing.p10_s,
-             "p90_s": timing.p90_s, "reps": timing.reps,
-             "donated": variant.donated}
-    if variant.donated:
-      entry["donation_used"] = bool(runner.state.get("donated"))
+    entry = {
+      "group": variant.group,
+      "compile_s": runner.compile_s,
+      "compile_cpu_s": runner.compile_cpu_s,
+      "median_s": timing.median_s,
+      "p10_s": timing.p10_s,
+      "p90_s": timing.p90_s,
+      "reps": timing.reps,
+      "donated": variant.donated,
+      "peer": bool(variant.requires),
+    }
+    if variant.donated and "donated" in runner.state:
+      entry["donation_used"] = bool(runner.state["donated"])
     record["variants"][name] = entry
   return record
 
 
+def _reference_paths(mode: str) -> tuple[str, str]:
+  stem = "RESULTS" if mode == "system" else f"RESULTS-{mode}"
+  return (
+    os.path.join(_REFERENCE_DIR, f"{stem}.json"),
+    os.path.join(_REFERENCE_DIR, f"{stem}.md"),
+  )
+
+
+def _reference_header(mode: str, json_path: str) -> str:
+  command = "python -m bench --reference" + (
+    "" if mode == "system" else f" --allocator {mode}"
+  )
+  return (
+    "# jaxops benchmark: reference run\n\n"
+    f"Output of `{command}` (regenerate with the same command) on the "
+    "2-core development machine, shared with other jobs: see the load "
+    "average in the header, timings are noisy and ratios within ~15% are "
+    "parity. The JSON beside this file holds every number; compare a new "
+    f"run with `python -m bench.compare {json_path} "
+    "bench/results/results.json`.\n\n"
+  )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  tunables = os.environ.get("GLIBC_TUNABLES", "")
-  if args.hugetlb and _HUGETLB not in tunables:
-    # glibc reads its tunables at process start only.
-    env = dict(os.environ,
-               GLIBC_TUNABLES=":".join(t for t in (tunables, _HUGETLB) if t))
+  env_restart = allocator.restart_env(args.allocator, dict(os.environ))
+  if env_restart is not None:
+    # The loader and glibc read LD_PRELOAD and GLIBC_TUNABLES at process
+    # start only.
     argv = sys.argv[1:] if argv is None else list(argv)
-    os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(
+      sys.executable, [sys.executable, "-m", "bench", *argv], env_restart
+    )
   from tqdm import tqdm
+
   os.makedirs(args.out, exist_ok=True)
   # Import the peer runtimes before JAX starts its threads: one of them forks
   # a helper process at import, which JAX warns may deadlock.
+  runtimes.prepare_environment()
   runtimes.versions()
-  env = environment(args.threads)
+  env = environment(args.threads, args.allocator)
   bandwidth = harness.measure_bandwidth((32 if args.smoke else 512) << 20)
   on_cpu = env["backend"] == "cpu"
   bandwidth["used"] = "host_copyto_Bps" if on_cpu else "device_copy_Bps"
   bw = bandwidth[bandwidth["used"]]
-  cases, skipped_ops = select_cases(args)
-  results = {"env": env, "bandwidth": bandwidth, "config": vars(args),
-             "skipped_ops": skipped_ops, "cases": []}
-  json_path = os.path.join(args.out, "results.json")
+  cases = select_cases(args)
+  results = {
+    "env": env,
+    "bandwidth": bandwidth,
+    "config": vars(args),
+    "cases": [],
+  }
+  if args.reference:
+    json_path, md_path = _reference_paths(args.allocator)
+  else:
+    json_path = os.path.join(args.out, "results.json")
+    md_path = os.path.join(args.out, "results.md")
   start = time.perf_counter()
   failure = None
-  with tqdm(total=len(cases), desc="bench", unit="case",
-            file=sys.stderr, dynamic_ncols=True) as progress:
+  with tqdm(
+    total=len(cases),
+    desc="bench",
+    unit="case",
+    file=sys.stderr,
+    dynamic_ncols=True,
+  ) as progress:
     for case in cases:
       try:
         results["cases"].append(run_case(case, args, bw, progress))
@@ -240,16 +513,21 @@ def main(argv: Sequence[str] | None = None) -> int:
   env["loadavg_end"] = list(os.getloadavg())
   results["wall_s"] = time.perf_counter() - start
   results["bit_exact_failure"] = str(failure) if failure else None
+  results["bars"] = report.evaluate_bars(results)
   with open(json_path, "w") as f:
     json.dump(results, f, indent=1)
   text = report.markdown(results)
-  with open(os.path.join(args.out, "results.md"), "w") as f:
-    f.write(text)
+  with open(md_path, "w") as f:
+    f.write(
+      _reference_header(args.allocator, json_path) + text
+      if args.reference
+      else text
+    )
   print(text)
   if not args.no_plots:
     for path in report.plots(results, args.out):
       print(f"wrote {path}", file=sys.stderr)
-  print(f"wrote {json_path}", file=sys.stderr)
+  print(f"wrote {json_path} and {md_path}", file=sys.stderr)
   if failure:
     print(f"BIT-EXACTNESS FAILURE: {failure}", file=sys.stderr)
     return 1

@@ -1,19 +1,13 @@
-"""Cases, variants, timing and the bit-exactness gate of the benchmark.
+"""Cases, runners, timing and the bit-exactness gate of the benchmark.
 
 A `Case` is one operator call at fixed shapes: a seeded input generator, the
-forward formulations to compare (`jaxops` and the plain-JAX one, plus e.g.
-`jaxops_unique`), the peer-runtime builders and the bytes the call must move.
-`plan_variants` turns a case into the variants that get timed:
-
-* `<form>`          forward under `jax.jit`;
-* `<form>.grad`     `jax.value_and_grad` of `sum(form(...) * w)`, the weights
-                    `w` an argument so XLA cannot constant-fold them;
-* `<form>.donated`  forward with the data buffer donated (`donate_argnums`);
-* `openvino`, `onnxruntime`  the one-op model in the peer runtime.
-
-Every variant runs once and its outputs are compared bit for bit with the
-first variant of its group (forward vs forward, fwd+bwd vs fwd+bwd) before
-anything is timed; a mismatch raises `BitExactError`.
+JAX formulations to compare (`jaxops`, the plain-JAX one, `jaxops_clip`,
+`jaxops_unique`, `batched`, ...), the peer-runtime builders and the bytes the
+call must move. `bench.cli.plan_variants` turns a case into the variants that
+get timed; this module turns a variant into a `Runner` (`jax_runner`,
+`loop_runner`), checks that every variant of a group gives the same bits
+(`check_bit_exact`) and times them (`measure`). It imports nothing else from
+`bench`.
 """
 
 from __future__ import annotations
@@ -47,22 +41,33 @@ class Traffic:
     random_lines: bytes of the 64-byte cache lines those accesses touch.
     copy: extra bytes (read + write) a non-donated, out-of-place call moves.
   """
+
   streamed: int
   random_useful: int = 0
   random_lines: int = 0
   copy: int = 0
 
   @classmethod
-  def random(cls, streamed: int, accesses: int, access_bytes: int, cap: int,
-             copy: int = 0) -> Traffic:
+  def random(
+    cls,
+    streamed: int,
+    accesses: int,
+    access_bytes: int,
+    cap: int,
+    copy: int = 0,
+  ) -> Traffic:
     """`accesses` independent random accesses of `access_bytes` each.
 
     Both random terms are capped at `cap`, the bytes of data the accesses can
     reach: touching every line once is always enough.
     """
     lines = math.ceil(access_bytes / CACHE_LINE) * CACHE_LINE
-    return cls(streamed, min(accesses * access_bytes, cap),
-               min(accesses * lines, cap), copy)
+    return cls(
+      streamed,
+      min(accesses * access_bytes, cap),
+      min(accesses * lines, cap),
+      copy,
+    )
 
   def floor_bytes(self, donated: bool = True) -> int:
     """Bytes that must move at all: streamed + useful random bytes."""
@@ -78,13 +83,20 @@ class Case:
   """One operator call at fixed shapes.
 
   `forms` maps a formulation name (`jaxops`, `plain`, ...) to a function of
-  the JAX arguments (static attributes closed over). `openvino(*params)`
-  builds the OpenVINO node from one Parameter per input; `onnx(inputs)`
-  returns an ONNX ModelProto whose inputs are x0, x1, ... and output y.
+  the JAX arguments (static attributes closed over); `jaxops` comes first
+  and is the reference every other forward variant must match bit for bit.
+  `openvino(*params)` builds the OpenVINO node from one Parameter per input;
+  `onnx(inputs)` returns an ONNX ModelProto whose inputs are x0, x1, ... and
+  output y; `torch(*tensors)` is the PyTorch formulation (indices as int64
+  tensors) and `torch_inplace(*tensors)` its in-place form, which writes into
+  `tensors[donate_argnum]`. `loop` is, for a vmap case, the per-example
+  function a Python loop of jitted calls runs, with `in_axes` saying which
+  arguments carry the batch (0) and which are shared (None).
   """
+
   op: str
   name: str
-  tier: str  # "ir" (the spec's layer shapes), "large" or "sweep"
+  tier: str  # "ir" (the spec's layer shapes), "large", "sweep" or "vmap"
   shapes: str
   make_inputs: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
   forms: dict[str, Callable[..., jax.Array]]
@@ -92,25 +104,112 @@ class Case:
   traffic: Traffic
   openvino: Callable[..., Any] | None = None
   onnx: Callable[[Sequence[np.ndarray]], Any] | None = None
+  torch: Callable[..., Any] | None = None
+  torch_inplace: Callable[..., Any] | None = None
   donate_argnum: int | None = None
   sweep: str | None = None  # sweep name, for cases of a scaling sweep
   size: int | None = None  # the swept quantity
   grad: bool = True  # whether fwd+bwd variants are timed
+  # The forms whose fwd+bwd variants are timed (None: all of them).
+  grad_forms: tuple[str, ...] | None = None
   peers: bool = True  # whether peer runtimes are timed
+  # Threads for the peer runtimes on this case (None: `--threads`).
+  peer_threads: int | None = None
+  # Whether the index tuples are distinct (ScatterNDUpdate: where the
+  # `unique_indices=True` promise holds and may be compared with the default).
+  unique: bool = True
+  # Variants left out of this case on purpose, with the reason (shown in the
+  # tables as skipped).
+  excluded: dict[str, str] = dataclasses.field(default_factory=dict)
+  loop: Callable[..., Any] | None = None
+  in_axes: tuple[int | None, ...] | None = None
+  batch: int | None = None  # the vmapped batch size
 
   @property
   def key(self) -> str:
     return f"{self.op}/{self.name}"
 
 
+def vmap_case(
+  base: Case,
+  name: str,
+  batch: int,
+  in_axes: tuple[int | None, ...],
+  batched: Callable[..., jax.Array],
+  *,
+  forms: Sequence[str] = ("jaxops",),
+  donate: bool = False,
+  grad: bool = True,
+) -> Case:
+  """`base` under `jax.vmap` over a batch of `batch` examples.
+
+  Arguments with `in_axes` 0 get `batch` independent draws of `base`'s
+  generator stacked on a new leading axis; those with None are shared (the
+  first draw). The forms are `base`'s `forms` under `jax.vmap`, `batched`
+  (the equivalent single call of the batched operator, a function of the same
+  arguments) and, through `loop`, a Python loop of jitted calls of
+  `base.forms["jaxops"]`, one per example. The traffic floors are `batch`
+  times one example's.
+  """
+
+  def make_inputs(rng):
+    draws = [base.make_inputs(rng) for _ in range(batch)]
+    return tuple(
+      np.stack([d[j] for d in draws]) if axis == 0 else draws[0][j]
+      for j, axis in enumerate(in_axes)
+    )
+
+  t = base.traffic
+  traffic = Traffic(
+    batch * t.streamed,
+    batch * t.random_useful,
+    batch * t.random_lines,
+    batch * t.copy,
+  )
+  vmapped = {f: jax.vmap(base.forms[f], in_axes=in_axes) for f in forms}
+  axes = ", ".join("batched" if a == 0 else "shared" for a in in_axes)
+  return dataclasses.replace(
+    base,
+    name=name,
+    tier="vmap",
+    make_inputs=make_inputs,
+    shapes=f"{batch} x ({base.shapes}); arguments {axes}",
+    forms={**vmapped, "batched": batched},
+    traffic=traffic,
+    grad_forms=("jaxops", "batched"),
+    openvino=None,
+    onnx=None,
+    torch=None,
+    torch_inplace=None,
+    donate_argnum=base.donate_argnum if donate else None,
+    sweep=None,
+    size=None,
+    grad=grad,
+    peers=False,
+    loop=base.forms["jaxops"],
+    in_axes=tuple(in_axes),
+    batch=batch,
+  )
+
+
 @dataclasses.dataclass
 class Runner:
-  """A variant ready to time: `call(setup())` runs it once."""
-  compile_s: float
+  """A variant ready to time: `call(setup())` runs it once.
+
+  `compile_s` is None for an eager runtime (PyTorch), which compiles nothing.
+  `compile_cpu_s` is the CPU time the process spent compiling: unlike the
+  wall time it does not grow with the load of other processes.
+  """
+
+  compile_s: float | None
   call: Callable[[Any], Any]
   outputs: Callable[[Any], list[np.ndarray]]
   setup: Callable[[], Any] = lambda: None
   note: str = ""
+  # What a call observed, e.g. {"donated": True} once XLA reused a donated
+  # buffer.
+  state: dict[str, Any] = dataclasses.field(default_factory=dict)
+  compile_cpu_s: float | None = None
 
 
 @dataclasses.dataclass
@@ -118,28 +217,37 @@ class Variant:
   name: str
   group: str  # "fwd" or "fwdbwd": variants of one group must agree bitwise
   build: Callable[[], Runner]
-  donated: bool = False
+  donated: bool = False  # writes into its data argument (donated, in place)
+  # The packages a peer variant needs (skipped with a note without them);
+  # empty for the JAX variants, which must always build.
+  requires: tuple[str, ...] = ()
 
 
-def small_ints(rng: np.random.Generator, shape: Sequence[int], high: int,
-               dtype=np.float32) -> np.ndarray:
+def small_ints(
+  rng: np.random.Generator, shape: Sequence[int], high: int, dtype=np.float32
+) -> np.ndarray:
   """Nonzero integers in [-high, high] as floats.
 
   Every sum and product the fwd+bwd variants form is then exact, so results
   must agree bit for bit whatever order XLA or a peer accumulates in, and no
-  -0.0 can arise from a zero operand.
+  -0.0 can arise from a zero operand. (Drawn as int8 where they fit: the IR
+  scatter's 38M elements take a second, not ten.)
   """
-  magnitude = rng.integers(1, high + 1, size=tuple(shape))
-  sign = rng.choice(np.array([-1, 1]), size=tuple(shape))
-  return (magnitude * sign).astype(dtype)
+  shape = tuple(shape)
+  narrow = np.int8 if high <= np.iinfo(np.int8).max else np.int64
+  values = rng.integers(1, high + 1, size=shape, dtype=narrow)
+  negative = rng.integers(0, 2, size=shape, dtype=np.int8).astype(bool)
+  np.negative(values, out=values, where=negative)
+  return values.astype(dtype)
 
 
 def _leaves(tree) -> list[np.ndarray]:
   return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-def fwd_bwd(fn: Callable[..., jax.Array],
-            diff_argnums: tuple[int, ...]) -> Callable[..., Any]:
+def fwd_bwd(
+  fn: Callable[..., jax.Array], diff_argnums: tuple[int, ...]
+) -> Callable[..., Any]:
   """`value_and_grad` of `sum(fn(*args) * w)`, `w` the last argument."""
 
   def loss(*args):
@@ -149,8 +257,18 @@ def fwd_bwd(fn: Callable[..., jax.Array],
   return jax.value_and_grad(loss, argnums=diff_argnums)
 
 
-def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
-               donate_argnum: int | None = None) -> Runner:
+def _compile(jitted, args) -> tuple[Any, float, float]:
+  """(compiled, wall seconds, process CPU seconds) of `jitted` on `args`."""
+  start, cpu = time.perf_counter(), time.process_time()
+  compiled = jitted.lower(*args).compile()
+  return (compiled, time.perf_counter() - start, time.process_time() - cpu)
+
+
+def jax_runner(
+  fn: Callable[..., Any],
+  args: Sequence[jax.Array],
+  donate_argnum: int | None = None,
+) -> Runner:
   """Compiles `fn` ahead of time (timed) and returns its runner.
 
   A donated argument gets a fresh device copy before every call (outside
@@ -158,13 +276,16 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
   """
   donate = () if donate_argnum is None else (donate_argnum,)
   jitted = jax.jit(fn, donate_argnums=donate)
-  start = time.perf_counter()
-  compiled = jitted.lower(*args).compile()
-  compile_s = time.perf_counter() - start
+  compiled, compile_s, compile_cpu_s = _compile(jitted, args)
   args = tuple(args)
   if donate_argnum is None:
-    return Runner(compile_s, lambda a: compiled(*a), _leaves,
-                  setup=lambda: args)
+    return Runner(
+      compile_s,
+      lambda a: compiled(*a),
+      _leaves,
+      setup=lambda: args,
+      compile_cpu_s=compile_cpu_s,
+    )
 
   def setup():
     fresh = list(args)
@@ -172,60 +293,59 @@ def jax_runner(fn: Callable[..., Any], args: Sequence[jax.Array],
     jax.block_until_ready(fresh[donate_argnum])
     return tuple(fresh)
 
-  state = {}
+  state: dict[str, Any] = {}
 
   def call(a):
     out = compiled(*a)
     state["donated"] = a[donate_argnum].is_deleted()
     return out
 
-  runner = Runner(compile_s, call, _leaves, setup=setup)
-  runner.state = state  # type: ignore[attr-defined]
-  return runner
+  return Runner(
+    compile_s,
+    call,
+    _leaves,
+    setup=setup,
+    state=state,
+    compile_cpu_s=compile_cpu_s,
+  )
 
 
-def plan_variants(case: Case, args: Sequence[jax.Array],
-                  weights: jax.Array, inputs: Sequence[np.ndarray],
-                  out_shape: tuple[int, ...], threads: int) -> list[Variant]:
-  """Every variant of `case`, forward group first, in a fixed order."""
-  from bench import runtimes
-  variants = []
-  # A sweep of a donatable op is about the donated (in-place) time; the
-  # out-of-place variants would only add the data copy to every point.
-  in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
-  for form, fn in case.forms.items():
-    if not in_place_sweep:
-      variants.append(Variant(form, "fwd",
-                              lambda fn=fn: jax_runner(fn, args)))
-  if case.donate_argnum is not None:
-    for form, fn in case.forms.items():
-      variants.append(Variant(
-          f"{form}.donated", "fwd",
-          lambda fn=fn: jax_runner(fn, args, case.donate_argnum),
-          donated=True))
-  if case.peers and case.openvino is not None:
-    variants.append(Variant(
-        "openvino", "fwd",
-        lambda: runtimes.openvino_runner(case.openvino, inputs, threads)))
-  if case.peers and case.onnx is not None:
-    variants.append(Variant(
-        "onnxruntime", "fwd",
-        lambda: runtimes.onnxruntime_runner(case.onnx(inputs), inputs,
-                                            out_shape, threads)))
-  if case.grad:
-    for form, fn in case.forms.items():
-      variants.append(Variant(
-          f"{form}.grad", "fwdbwd",
-          lambda fn=fn: jax_runner(fwd_bwd(fn, case.diff_argnums),
-                                   (*args, weights))))
-  return variants
+def loop_runner(
+  fn: Callable[..., Any],
+  args: Sequence[jax.Array],
+  in_axes: Sequence[int | None],
+) -> Runner:
+  """A Python loop of jitted `fn` calls, one per example of the batch.
+
+  The examples are split off the batched arguments before the clock starts
+  (shared arguments are passed as they are); the outputs are stacked for the
+  bit-exactness check only, outside the clock.
+  """
+  batch = next(a.shape[0] for a, axis in zip(args, in_axes) if axis == 0)
+  examples = [
+    tuple(a[b] if axis == 0 else a for a, axis in zip(args, in_axes))
+    for b in range(batch)
+  ]
+  jax.block_until_ready(examples)
+  compiled, compile_s, compile_cpu_s = _compile(jax.jit(fn), examples[0])
+
+  def outputs(outs):
+    return [np.stack(leaves) for leaves in zip(*map(_leaves, outs))]
+
+  return Runner(
+    compile_s,
+    lambda ex: [compiled(*e) for e in ex],
+    outputs,
+    setup=lambda: examples,
+    compile_cpu_s=compile_cpu_s,
+  )
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
   if a.shape != b.shape or a.dtype != b.dtype:
     return False, f"{a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
   a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-  if a.tobytes() == b.tobytes():
+  if np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
     return True, "bit-exact"
   differ = a != b
   if np.issubdtype(a.dtype, np.inexact):
@@ -234,35 +354,54 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
     return True, "equal (differs only in the sign of zero or NaN payload)"
   where = np.argwhere(differ)
   first = tuple(int(i) for i in where[0])
-  return False, (f"{int(differ.sum())} of {a.size} elements differ, first at "
-                 f"{first}: {a[first]!r} vs {b[first]!r}")
+  return False, (
+    f"{int(differ.sum())} of {a.size} elements differ, first at "
+    f"{first}: {a[first]!r} vs {b[first]!r}"
+  )
 
 
-def check_bit_exact(case: Case,
-                    outputs: dict[str, tuple[str, list[np.ndarray]]]
-                    ) -> list[dict[str, str]]:
+def compare_outputs(
+  case: Case,
+  name: str,
+  leaves: Sequence[np.ndarray],
+  ref: str,
+  ref_leaves: Sequence[np.ndarray],
+) -> list[dict[str, str]]:
+  """Compares variant `name`'s outputs with `ref`'s; raises on a mismatch.
+
+  Returns one record per output array, for the JSON file.
+  """
+  if len(leaves) != len(ref_leaves):
+    raise BitExactError(
+      f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
+      f"{len(ref_leaves)}"
+    )
+  checks = []
+  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
+    ok, detail = _same_bits(a, b)
+    if not ok:
+      raise BitExactError(
+        f"{case.key}: output {i} of {name} differs from {ref}: {detail}"
+      )
+    checks.append(
+      {"variant": name, "reference": ref, "output": str(i), "result": detail}
+    )
+  return checks
+
+
+def check_bit_exact(
+  case: Case, outputs: dict[str, tuple[str, list[np.ndarray]]]
+) -> list[dict[str, str]]:
   """Compares every variant with the first of its group; raises on mismatch.
 
-  Returns one record per comparison, for the JSON file.
+  `outputs` maps a variant name to (group, output arrays), in plan order.
   """
   checks = []
   reference: dict[str, str] = {}
   for name, (group, leaves) in outputs.items():
     ref = reference.setdefault(group, name)
-    if ref == name:
-      continue
-    ref_leaves = outputs[ref][1]
-    if len(leaves) != len(ref_leaves):
-      raise BitExactError(
-          f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
-          f"{len(ref_leaves)}")
-    for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-      ok, detail = _same_bits(a, b)
-      if not ok:
-        raise BitExactError(
-            f"{case.key}: output {i} of {name} differs from {ref}: {detail}")
-      checks.append({"variant": name, "reference": ref, "output": str(i),
-                     "result": detail})
+    if ref != name:
+      checks += compare_outputs(case, name, leaves, ref, outputs[ref][1])
   return checks
 
 
@@ -274,8 +413,13 @@ class Timing:
   reps: int
 
 
-def measure(runners: dict[str, Runner], warmup: int, reps: int,
-            budget_s: float, min_reps: int = 5) -> dict[str, Timing]:
+def measure(
+  runners: dict[str, Runner],
+  warmup: int,
+  reps: int,
+  budget_s: float,
+  min_reps: int = 5,
+) -> dict[str, Timing]:
   """Median of up to `reps` timed calls per runner (at least `min_reps`).
 
   The runners are timed round-robin, one call each per round in a shuffled
@@ -296,8 +440,9 @@ def measure(runners: dict[str, Runner], warmup: int, reps: int,
 
   def running(name):
     n = len(times[name])
-    return n < reps and (n < min_reps or (spent[name] < budget_s and
-                                          wall[name] < 3 * budget_s))
+    return n < reps and (
+      n < min_reps or (spent[name] < budget_s and wall[name] < 3 * budget_s)
+    )
 
   # A fixed-seed shuffle of each round, so no variant always runs right
   # after the same neighbour (whose threads or cache state it would inherit).
@@ -352,6 +497,8 @@ def measure_bandwidth(nbytes: int, reps: int = 7) -> dict[str, float]:
     jax.block_until_ready(copy(x))
     device.append(time.perf_counter() - start)
   del x
-  return {"bytes": float(2 * n * 4),
-          "host_copyto_Bps": 2 * n * 4 / statistics.median(host),
-          "device_copy_Bps": 2 * n * 4 / statistics.median(device)}
+  return {
+    "bytes": float(2 * n * 4),
+    "host_copyto_Bps": 2 * n * 4 / statistics.median(host),
+    "device_copy_Bps": 2 * n * 4 / statistics.median(device),
+  }

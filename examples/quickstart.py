@@ -36,7 +36,7 @@ def sample_sequences(rng, transition, n):
 def example_loss(table, tokens):
   """Mean negative log-likelihood of one sequence: tokens has shape [T + 1]."""
   previous, following = tokens[:-1], tokens[1:]
-  logits = jaxops.gather_nd(table, previous[:, None])              # [T, V]
+  logits = jaxops.gather_nd(table, previous[:, None])  # [T, V]
   log_probs = jax.nn.log_softmax(logits, axis=-1)
   picked = jaxops.gather_elements(log_probs, following[:, None], axis=1)
   return -jnp.mean(picked)
@@ -72,18 +72,26 @@ def main():
     table, loss = train_step(table, tokens)
     if step % 50 == 0:
       print(f"step {step:4d}  loss {float(loss):.4f}")
-  print(f"trained in {time.perf_counter() - start:.1f} s; loss started at "
-        f"log(V) = {np.log(VOCAB):.4f}, the chain's entropy is ~{entropy:.4f}")
+  print(
+    f"trained in {time.perf_counter() - start:.1f} s; loss started at "
+    f"log(V) = {np.log(VOCAB):.4f}, the chain's entropy is ~{entropy:.4f}"
+  )
 
   tokens = jnp.asarray(sample_sequences(rng, transition, 8))
   ours = jax.grad(batch_loss)(table, tokens)
   plain = jax.grad(plain_batch_loss)(table, tokens)
   max_diff = float(jnp.max(jnp.abs(ours - plain)))
-  print(f"gradient check vs plain jnp indexing: max |difference| = {max_diff:.2e}")
+  print(
+    f"gradient check vs plain jnp indexing: max |difference| = {max_diff:.2e}"
+  )
   assert max_diff < 1e-5, max_diff
   with jax.enable_x64(True):
-    check_grads(lambda t: batch_loss(t, tokens), (table.astype(jnp.float64),),
-                order=2, modes=["fwd", "rev"])
+    check_grads(
+      lambda t: batch_loss(t, tokens),
+      (table.astype(jnp.float64),),
+      order=2,
+      modes=["fwd", "rev"],
+    )
   print("check_grads (float64, order 2, forward and reverse mode): passed")
 
 

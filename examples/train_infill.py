@@ -35,8 +35,8 @@ import numpy as np
 
 import jaxops
 
-VOCAB = 14          # symbols of the chain
-SEQ_LEN = 16        # observed symbols per sequence
+VOCAB = 14  # symbols of the chain
+SEQ_LEN = 16  # observed symbols per sequence
 EMBED, HIDDEN = 32, 32
 BATCH = 256
 PEAK_LEARNING_RATE = 0.02
@@ -61,8 +61,14 @@ def sample_raw_chain(rng, transition, n, length):
 
 def subsample(raw):
   """raw[:, ::2] as StridedSlice-1: every second step of every sequence."""
-  return jaxops.strided_slice(raw, begin=[0, 0], end=[0, 0], strides=[1, 2],
-                              begin_mask=[1, 1], end_mask=[1, 1])
+  return jaxops.strided_slice(
+    raw,
+    begin=[0, 0],
+    end=[0, 0],
+    strides=[1, 2],
+    begin_mask=[1, 1],
+    end_mask=[1, 1],
+  )
 
 
 def make_dataset(rng, transition, n):
@@ -75,11 +81,11 @@ def make_dataset(rng, transition, n):
 
 def bayes_loss(transition, tokens, hidden):
   """Mean -log P(x_p | x_{p-1}, x_{p+1}) under the true (subsampled) chain."""
-  step2 = transition @ transition            # the observed chain moves by T^2
+  step2 = transition @ transition  # the observed chain moves by T^2
   tokens, hidden = np.asarray(tokens), np.asarray(hidden)
   rows = np.arange(len(tokens))
   left, target, right = (tokens[rows, hidden + d] for d in (-1, 0, 1))
-  joint = step2[left] * step2[:, right].T    # [n, VOCAB] unnormalised posterior
+  joint = step2[left] * step2[:, right].T  # [n, VOCAB] unnormalised posterior
   posterior = joint / joint.sum(axis=1, keepdims=True)
   return float(-np.mean(np.log(posterior[rows, target])))
 
@@ -88,39 +94,45 @@ def init_params(key):
   keys = jax.random.split(key, 6)
   scale = 0.1
   return {
-      "embed": scale * jax.random.normal(keys[0], (VOCAB, EMBED)),
-      "mask": scale * jax.random.normal(keys[1], (EMBED,)),
-      "left": scale * jax.random.normal(keys[2], (EMBED, HIDDEN)),
-      "centre": scale * jax.random.normal(keys[3], (EMBED, HIDDEN)),
-      "right": scale * jax.random.normal(keys[4], (EMBED, HIDDEN)),
-      "out": scale * jax.random.normal(keys[5], (HIDDEN, VOCAB)),
-      "bias": jnp.zeros((VOCAB,)),
+    "embed": scale * jax.random.normal(keys[0], (VOCAB, EMBED)),
+    "mask": scale * jax.random.normal(keys[1], (EMBED,)),
+    "left": scale * jax.random.normal(keys[2], (EMBED, HIDDEN)),
+    "centre": scale * jax.random.normal(keys[3], (EMBED, HIDDEN)),
+    "right": scale * jax.random.normal(keys[4], (EMBED, HIDDEN)),
+    "out": scale * jax.random.normal(keys[5], (HIDDEN, VOCAB)),
+    "bias": jnp.zeros((VOCAB,)),
   }
 
 
 def crop(x, start, stop):
   """x[:, start:stop, :] as StridedSlice-1 (stop=0 means 'to the end')."""
-  return jaxops.strided_slice(x, begin=[0, start, 0], end=[0, stop, 0],
-                              begin_mask=[1, 0, 1],
-                              end_mask=[1, int(stop == 0), 1])
+  return jaxops.strided_slice(
+    x,
+    begin=[0, start, 0],
+    end=[0, stop, 0],
+    begin_mask=[1, 0, 1],
+    end_mask=[1, int(stop == 0), 1],
+  )
 
 
 def loss_fn(params, tokens, hidden):
   """Mean negative log-likelihood of the hidden symbols; tokens [B, L]."""
   batch = tokens.shape[0]
-  emb = jaxops.gather_nd(params["embed"], tokens[..., None])      # [B, L, E]
+  emb = jaxops.gather_nd(params["embed"], tokens[..., None])  # [B, L, E]
   # Hide the answer: overwrite each sequence's hidden position with MASK.
   where = jnp.stack([jnp.arange(batch, dtype=hidden.dtype), hidden], axis=1)
   mask_rows = jnp.broadcast_to(params["mask"], (batch, EMBED))
   emb = jaxops.scatter_nd_update(emb, where, mask_rows, unique_indices=True)
   # Features of every interior position from its 3-token window.
-  features = (crop(emb, 0, -2) @ params["left"]
-              + crop(emb, 1, -1) @ params["centre"]
-              + crop(emb, 2, 0) @ params["right"])                # [B, L-2, H]
+  features = (
+    crop(emb, 0, -2) @ params["left"]
+    + crop(emb, 1, -1) @ params["centre"]
+    + crop(emb, 2, 0) @ params["right"]
+  )  # [B, L-2, H]
   # Per example, the features at its hidden position (interior index p - 1).
   picked = jaxops.gather_nd(features, (hidden - 1)[:, None], batch_dims=1)
   log_probs = jax.nn.log_softmax(picked @ params["out"] + params["bias"])
-  target = jaxops.gather_nd(tokens, hidden[:, None], batch_dims=1)   # [B]
+  target = jaxops.gather_nd(tokens, hidden[:, None], batch_dims=1)  # [B]
   target_log_probs = jaxops.gather_elements(log_probs, target[:, None], axis=1)
   return -jnp.mean(target_log_probs)
 
@@ -133,10 +145,13 @@ def train_step(params, moments, step, learning_rate, tokens, hidden):
   first = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, first, grads)
   second = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, second, grads)
   t = step + 1
-  correction = jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+  correction = jnp.sqrt(1 - 0.999**t) / (1 - 0.9**t)
   params = jax.tree.map(
-      lambda p, m, v: p - learning_rate * correction * m / (jnp.sqrt(v) + 1e-8),
-      params, first, second)
+    lambda p, m, v: p - learning_rate * correction * m / (jnp.sqrt(v) + 1e-8),
+    params,
+    first,
+    second,
+  )
   return params, (first, second), loss
 
 
@@ -157,27 +172,34 @@ def main():
   params = init_params(jax.random.key(args.seed))
   moments = (jax.tree.map(jnp.zeros_like, params),) * 2
   initial = float(eval_loss(params, test_tokens, test_hidden))
-  print(f"held-out loss at start {initial:.4f}  (uniform guess log V = "
-        f"{np.log(VOCAB):.4f}, Bayes-optimal {reference:.4f})")
+  print(
+    f"held-out loss at start {initial:.4f}  (uniform guess log V = "
+    f"{np.log(VOCAB):.4f}, Bayes-optimal {reference:.4f})"
+  )
 
   start = time.perf_counter()
   # Report on a doubling schedule (the loss falls fastest early) and at the end.
-  report_at = {1} | {25 * 2 ** i for i in range(20)} | {args.steps}
+  report_at = {1} | {25 * 2**i for i in range(20)} | {args.steps}
   for step in range(args.steps):
     # Fresh sequences every step (no over-fitting to a finite training set)
     # and a learning rate decaying linearly to 0 (Adam's noise floor shrinks).
     tokens, hidden = make_dataset(rng, transition, BATCH)
     learning_rate = PEAK_LEARNING_RATE * (1 - step / args.steps)
-    params, moments, loss = train_step(params, moments, step, learning_rate,
-                                       tokens, hidden)
+    params, moments, loss = train_step(
+      params, moments, step, learning_rate, tokens, hidden
+    )
     if step + 1 in report_at:
       held_out = float(eval_loss(params, test_tokens, test_hidden))
-      print(f"step {step + 1:5d}  train loss {float(loss):.4f}  "
-            f"held-out loss {held_out:.4f}")
+      print(
+        f"step {step + 1:5d}  train loss {float(loss):.4f}  "
+        f"held-out loss {held_out:.4f}"
+      )
   final = float(eval_loss(params, test_tokens, test_hidden))
   print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s")
-  print(f"RESULT held-out loss {initial:.4f} -> {final:.4f}, Bayes-optimal "
-        f"{reference:.4f} (gap {final - reference:.4f})")
+  print(
+    f"RESULT held-out loss {initial:.4f} -> {final:.4f}, Bayes-optimal "
+    f"{reference:.4f} (gap {final - reference:.4f})"
+  )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ from jaxops._strided_slice import strided_slice
 __version__ = "0.1.0"
 
 __all__ = [
-    "gather_elements",
-    "gather_nd",
-    "scatter_nd_update",
-    "shapes",
-    "strided_slice",
+  "gather_elements",
+  "gather_nd",
+  "scatter_nd_update",
+  "shapes",
+  "strided_slice",
 ]

@@ -3,10 +3,14 @@
 `checked_indices(indices, sizes, message)` returns `indices` unchanged. Under
 `jax.experimental.checkify` with `checkify.user_checks` enabled, it adds a
 `FailedCheckError` carrying `message` when a row of `indices` is out of range
-for `sizes`. Outside checkify it is an identity primitive: it lowers to
-nothing, carries no effect, and so does not stop `jax.export` for any platform
-list, which `checkify.debug_check` in the default path would (its error effect
-is not serializable). See docs/semantics.md#out-of-range-indices.
+for `sizes`. `checked_gather_indices(indices, operand_shape, dims)` is the
+same for `checkify.index_checks`: it reports the `OOBError` that a gather of
+an `operand_shape` array at `indices` (indexing `dims`) would, for gathers
+whose own indices are always in range. Outside checkify both are an identity
+primitive: it lowers to nothing, carries no effect, and so does not stop
+`jax.export` for any platform list, which `checkify.debug_check` in the
+default path would (its error effect is not serializable). See
+docs/semantics.md#checkify.
 
 The checkify rule is registered in `jax._src.checkify.error_checks`, the table
 JAX's own primitives use; this module is the one place that touches it.
@@ -26,14 +30,26 @@ from jax.interpreters import ad, batching, mlir
 _checked_indices_p = Primitive("jaxops_checked_indices")
 
 
-def checked_indices(indices: jax.Array, sizes: Sequence[int],
-                    message: str) -> jax.Array:
+def checked_indices(
+  indices: jax.Array, sizes: Sequence[int], message: str
+) -> jax.Array:
   """`indices` (..., k), reported by checkify when a row leaves `sizes`.
 
   Rows are in range when `0 <= indices[..., j] < sizes[j]` for every j, so
   negative indices must already be wrapped.
   """
   return _checked_indices_p.bind(indices, sizes=tuple(sizes), message=message)
+
+
+def checked_gather_indices(
+  indices: jax.Array, operand_shape: Sequence[int], dims: Sequence[int]
+) -> jax.Array:
+  """`indices` (..., k) into `operand_shape[dims]`, reported by
+  `checkify.index_checks` like an out-of-range gather when a row leaves it."""
+  sizes = tuple(operand_shape[d] for d in dims)
+  return _checked_indices_p.bind(
+    indices, sizes=sizes, message=(tuple(operand_shape), tuple(dims))
+  )
 
 
 def _abstract_eval(indices, *, sizes, message):
@@ -49,10 +65,26 @@ def _in_bounds(indices, sizes):
 
 
 def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
+  if isinstance(message, tuple):  # checked_gather_indices
+    operand_shape, dims = message
+    if _checkify.OOBError in enabled_errors:
+      upper = np.asarray(sizes, np.int64).astype(indices.dtype)
+      upper = upper.reshape((1,) * (indices.ndim - 1) + (len(sizes),))
+      oob = (indices < np.zeros((), indices.dtype)) | (indices >= upper)
+      payload = _checkify.oob_payload(oob, indices, dims, operand_shape)
+      error = _checkify.assert_func(
+        error,
+        jnp.any(oob),
+        _checkify.OOBError(
+          _checkify.get_traceback(), "gather", operand_shape, payload
+        ),
+      )
+    return error, indices
   if _checkify.FailedCheckError in enabled_errors:
     failure = _checkify.FailedCheckError(_checkify.get_traceback(), message)
     error = _checkify.assert_func(
-        error, jnp.logical_not(_in_bounds(indices, sizes)), failure)
+      error, jnp.logical_not(_in_bounds(indices, sizes)), failure
+    )
   return error, indices
 
 

@@ -19,11 +19,22 @@ import numpy as np
 from jax import lax
 
 Shape = tuple[int, ...]
+# Public argument types. Arrays: NumPy or JAX arrays, tracers, Python scalars
+# and (nested) lists. Static attributes: a Python or NumPy int; a sequence of
+# ints (list, tuple or concrete 1-D array); a mask as 0/1 entries or an int
+# bitfield; a shape as a sequence of ints.
+ArrayLike = jax.typing.ArrayLike | Sequence[Any]
+IntLike = int | np.integer
+IntSequence = Sequence[IntLike] | np.ndarray
+Mask = IntSequence | int
+ShapeLike = Sequence[IntLike] | np.ndarray
 GatherMode = Literal["fill", "clip", "promise_in_bounds"]
 ScatterMode = Literal["drop", "clip", "promise_in_bounds"]
 
 
-def op_error(op: str, message: str, exc: type[Exception] = ValueError) -> Exception:
+def op_error(
+  op: str, message: str, exc: type[Exception] = ValueError
+) -> Exception:
   """Returns `exc` with the message prefixed by the operator's versioned name.
 
   Callers `raise op_error(...)`, so that tracebacks point at the rule that
@@ -40,9 +51,11 @@ def static_int(value: Any, op: str, name: str) -> int:
   """Canonicalizes a static integer attribute (a Python or NumPy int)."""
   if _is_tracer(value):
     raise op_error(
-        op, f"{name} must be a static Python int, got a traced value {value}; "
-        "pass it as a static argument (e.g. jax.jit(..., static_argnames=...))",
-        TypeError)
+      op,
+      f"{name} must be a static Python int, got a traced value {value}; "
+      "pass it as a static argument (e.g. jax.jit(..., static_argnames=...))",
+      TypeError,
+    )
   if isinstance(value, (bool, np.bool_)):
     raise op_error(op, f"{name} must be an int, got bool {value!r}", TypeError)
   if isinstance(value, np.ndarray) and value.ndim == 0:
@@ -51,32 +64,42 @@ def static_int(value: Any, op: str, name: str) -> int:
     return operator.index(value)
   except TypeError:
     raise op_error(
-        op, f"{name} must be an int, got {type(value).__name__} {value!r}",
-        TypeError) from None
+      op,
+      f"{name} must be an int, got {type(value).__name__} {value!r}",
+      TypeError,
+    ) from None
 
 
 def static_int_tuple(values: Any, op: str, name: str) -> tuple[int, ...]:
   """Canonicalizes a static int sequence (list, tuple or concrete 1-D array)."""
   if _is_tracer(values):
     raise op_error(
-        op, f"{name} must be static (a Python sequence of ints or a NumPy "
-        f"array), got a traced value {values}; pass it as a static argument",
-        TypeError)
+      op,
+      f"{name} must be static (a Python sequence of ints or a NumPy "
+      f"array), got a traced value {values}; pass it as a static argument",
+      TypeError,
+    )
   if isinstance(values, jax.Array):
     values = np.asarray(values)
   if isinstance(values, np.ndarray):
     if values.ndim != 1:
       raise op_error(
-          op, f"{name} must be 1-D, got an array of shape {values.shape}",
-          ValueError)
+        op,
+        f"{name} must be 1-D, got an array of shape {values.shape}",
+        ValueError,
+      )
     if not (np.issubdtype(values.dtype, np.integer) or values.size == 0):
       raise op_error(
-          op, f"{name} must hold integers, got dtype {values.dtype}", TypeError)
+        op, f"{name} must hold integers, got dtype {values.dtype}", TypeError
+      )
     values = values.tolist()
   if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
     raise op_error(
-        op, f"{name} must be a sequence of ints, got "
-        f"{type(values).__name__} {values!r}", TypeError)
+      op,
+      f"{name} must be a sequence of ints, got "
+      f"{type(values).__name__} {values!r}",
+      TypeError,
+    )
   return tuple(static_int(v, op, f"{name}[{i}]") for i, v in enumerate(values))
 
 
@@ -88,8 +111,9 @@ def static_shape(shape: Any, op: str, name: str) -> Shape:
   return dims
 
 
-def canonicalize_axis(axis: Any, rank: int, op: str, name: str = "axis", *,
-                      context: str = "") -> int:
+def canonicalize_axis(
+  axis: Any, rank: int, op: str, name: str = "axis", *, context: str = ""
+) -> int:
   """Maps an axis in [-rank, rank - 1] to [0, rank - 1].
 
   `context` (e.g. "(data shape (2, 3))") is appended to the error message so
@@ -98,12 +122,16 @@ def canonicalize_axis(axis: Any, rank: int, op: str, name: str = "axis", *,
   axis = static_int(axis, op, name)
   if not -rank <= axis < rank:
     raise op_error(
-        op, f"{name}={axis} must be in [-r, r-1] = [{-rank}, {rank - 1}] "
-        f"for rank r={rank}" + (f" {context}" if context else ""))
+      op,
+      f"{name}={axis} must be in [-r, r-1] = [{-rank}, {rank - 1}] "
+      f"for rank r={rank}" + (f" {context}" if context else ""),
+    )
   return axis % rank
 
 
-def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
+def as_indices(
+  indices: Any, op: str, name: str = "indices"
+) -> jax.Array | np.ndarray:
   """Turns Python lists into NumPy arrays and rejects non-integer dtypes.
 
   Arrays and tracers pass through unchanged, so concrete host indices can
@@ -114,7 +142,7 @@ def as_indices(indices: Any, op: str, name: str = "indices") -> Any:
   return indices
 
 
-def as_array_like(value: Any) -> Any:
+def as_array_like(value: Any) -> jax.Array | np.ndarray:
   """An array for `value`: arrays and tracers as they are, Python values as
   NumPy arrays, or as a JAX array when they hold tracers (a list argument of a
   jitted call arrives as a list of tracers).
@@ -126,8 +154,13 @@ def as_array_like(value: Any) -> Any:
   return np.asarray(value)
 
 
-def check_index_dtype(dtype: Any, op: str, name: str = "indices", *,
-                      shape: Sequence[int] | None = None) -> None:
+def check_index_dtype(
+  dtype: Any,
+  op: str,
+  name: str = "indices",
+  *,
+  shape: Sequence[int] | None = None,
+) -> None:
   """Rejects non-integer index arrays with a TypeError.
 
   With `shape`, the message also names the shape of the offending array.
@@ -135,17 +168,19 @@ def check_index_dtype(dtype: Any, op: str, name: str = "indices", *,
   if not jnp.issubdtype(dtype, jnp.integer):
     where = "" if shape is None else f" ({name} shape {shape_str(shape)})"
     raise op_error(
-        op, f"{name} must have an integer dtype, got {np.dtype(dtype).name}"
-        f"{where}", TypeError)
+      op,
+      f"{name} must have an integer dtype, got {np.dtype(dtype).name}{where}",
+      TypeError,
+    )
 
 
-def canonicalize_mode(mode: Any, op: str,
-                      allowed: Sequence[str]) -> lax.GatherScatterMode:
+def canonicalize_mode(
+  mode: Any, op: str, allowed: Sequence[str]
+) -> lax.GatherScatterMode:
   """Parses the keyword-only out-of-range `mode` of an operator."""
   if mode not in allowed:
     raise op_error(op, f"mode={mode!r} must be one of {tuple(allowed)}")
-  return lax.GatherScatterMode.from_any(
-      "fill" if mode == "drop" else mode)
+  return lax.GatherScatterMode.from_any("fill" if mode == "drop" else mode)
 
 
 def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
@@ -188,8 +223,9 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
   return indices
 
 
-def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
-                          name: str = "indices") -> None:
+def check_concrete_bounds(
+  indices: Any, sizes: Sequence[int] | int, op: str, name: str = "indices"
+) -> None:
   """Raises IndexError for concrete out-of-range indices.
 
   Tracers (anything under jit/vmap/grad) are skipped: jit cannot raise on
@@ -215,9 +251,12 @@ def check_concrete_bounds(indices: Any, sizes: Sequence[int], op: str,
   if bad.any():
     position = tuple(int(p) for p in np.argwhere(bad)[0])
     raise op_error(
-        op, f"{name}{list(position)}={values[position]} is out of range for "
-        f"a dim of size {np.broadcast_to(sizes_arr, values.shape)[position]} "
-        "(valid: [-s, s-1])", IndexError)
+      op,
+      f"{name}{list(position)}={values[position]} is out of range for "
+      f"a dim of size {np.broadcast_to(sizes_arr, values.shape)[position]} "
+      "(valid: [-s, s-1])",
+      IndexError,
+    )
 
 
 def static_fill_value(fill_value: Any, op: str) -> Any:
@@ -231,13 +270,18 @@ def static_fill_value(fill_value: Any, op: str) -> Any:
     return None
   if _is_tracer(fill_value):
     raise op_error(
-        op, f"fill_value must be a static scalar, got a traced value "
-        f"{fill_value}", TypeError)
+      op,
+      f"fill_value must be a static scalar, got a traced value {fill_value}",
+      TypeError,
+    )
   array = np.asarray(fill_value)
   if array.size != 1:
     raise op_error(
-        op, f"fill_value must be a scalar, got an array of shape "
-        f"{shape_str(array.shape)}", TypeError)
+      op,
+      f"fill_value must be a scalar, got an array of shape "
+      f"{shape_str(array.shape)}",
+      TypeError,
+    )
   return array.reshape(()).item()
 
 

@@ -22,14 +22,23 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common
-from jaxops._common import Shape, op_error, shape_str
+from jaxops import _checks, _common, _export, _fill
+from jaxops._common import (
+  ArrayLike,
+  IntLike,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
+from jaxops._linear import linear_custom_jvp
 
 OP = "GatherElements-13"
 
 
-def gather_elements_shape(data_shape: Any, indices_shape: Any,
-                          axis: int = 0) -> Shape:
+def gather_elements_shape(
+  data_shape: ShapeLike, indices_shape: ShapeLike, axis: IntLike = 0
+) -> Shape:
   """Output shape of GatherElements-11/13 (= `indices_shape`).
 
   Raises ValueError unless both ranks are equal and >= 1, `axis` is in
@@ -42,69 +51,89 @@ def gather_elements_shape(data_shape: Any, indices_shape: Any,
   """
   data_shape = _common.static_shape(data_shape, OP, "data")
   indices_shape = _common.static_shape(indices_shape, OP, "indices")
-  shapes = (f"(data shape {shape_str(data_shape)}, "
-            f"indices shape {shape_str(indices_shape)})")
+  shapes = (
+    f"(data shape {shape_str(data_shape)}, "
+    f"indices shape {shape_str(indices_shape)})"
+  )
   r = len(data_shape)
   if r < 1:
     raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
   if len(indices_shape) != r:
     raise op_error(
-        OP, f"rank(indices)={len(indices_shape)} must equal rank(data)={r} "
-        f"{shapes}")
+      OP,
+      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {shapes}",
+    )
   a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
     if d != a and n_idx > n_data:
       raise op_error(
-          OP, f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-          f"in every dim other than axis={a} {shapes}")
+        OP,
+        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
+        f"in every dim other than axis={a} {shapes}",
+      )
   return indices_shape
 
 
-def _gather(data: jax.Array, indices: jax.Array, axis: int,
-            mode: lax.GatherScatterMode, fill_value: Any) -> jax.Array:
+def _gather(
+  data: jax.Array,
+  indices: jax.Array,
+  axis: int,
+  mode: lax.GatherScatterMode,
+  fill_value: Any,
+  tangent: bool,
+) -> jax.Array:
   r = data.ndim
   if data.shape[axis] == 0 and indices.size:
     if mode != lax.GatherScatterMode.FILL_OR_DROP:
       raise op_error(
-          OP, f"cannot gather along axis={axis} of size 0 (data shape "
-          f"{shape_str(data.shape)}): every index is out of range; "
-          "use mode='fill' to get fill values", IndexError)
-    return jnp.full(indices.shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
+        OP,
+        f"cannot gather along axis={axis} of size 0 (data shape "
+        f"{shape_str(data.shape)}): every index is out of range; "
+        "use mode='fill' to get fill values",
+        IndexError,
+      )
+    return jnp.full(
+      indices.shape,
+      _common.fill_value_or_default(0 if tangent else fill_value, data.dtype),
+      data.dtype,
+    )
   # Batching dims must match in size: restrict data to the leading part that
   # a smaller indices dim covers (a no-op when the shapes agree).
-  limits = tuple(data.shape[d] if d == axis else indices.shape[d]
-                 for d in range(r))
+  limits = tuple(
+    data.shape[d] if d == axis else indices.shape[d] for d in range(r)
+  )
   if limits != data.shape:
     data = lax.slice(data, (0,) * r, limits)
   batch = tuple(d for d in range(r) if d != axis)
   dnums = lax.GatherDimensionNumbers(
-      offset_dims=(),
-      collapsed_slice_dims=(axis,),
-      start_index_map=(axis,),
-      operand_batching_dims=batch,
-      start_indices_batching_dims=batch)
-  return lax.gather(data, indices[..., None], dnums, (1,) * r, mode=mode,
-                    fill_value=fill_value)
+    offset_dims=(),
+    collapsed_slice_dims=(axis,),
+    start_index_map=(axis,),
+    operand_batching_dims=batch,
+    start_indices_batching_dims=batch,
+  )
+  return _fill.gather(
+    data, indices[..., None], dnums, mode, fill_value, tangent
+  )
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
-def _gather_elements(data, indices, axis, mode, fill_value):
-  return _gather(data, indices, axis, mode, fill_value)
+# Linear in data; out-of-range reads have a zero tangent.
+_gather_elements = linear_custom_jvp(
+  _gather,
+  nondiff_argnums=(2, 3, 4, 5),
+  linear_argnums=(0,),
+  tangent_nondiff=lambda axis, mode, fill_value, tangent: (axis, mode, 0, True),
+)
 
 
-@_gather_elements.defjvp
-def _gather_elements_jvp(axis, mode, fill_value, primals, tangents):
-  data, indices = primals
-  data_dot, _ = tangents
-  out = _gather(data, indices, axis, mode, fill_value)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  return out, _gather(data_dot, indices, axis, mode, 0)
-
-
-def gather_elements(data: Any, indices: Any, axis: int = 0, *,
-                    mode: _common.GatherMode = "fill",
-                    fill_value: Any = None) -> jax.Array:
+def gather_elements(
+  data: ArrayLike,
+  indices: ArrayLike,
+  axis: IntLike = 0,
+  *,
+  mode: _common.GatherMode = "fill",
+  fill_value: ArrayLike | None = None,
+) -> jax.Array:
   """Gathers single elements of `data` along `axis` (GatherElements-11/13).
 
   For rank 3 and `axis=1`: `out[i][j][k] = data[i][indices[i][j][k]][k]`, and
@@ -137,16 +166,20 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
   Implements ONNX GatherElements-11 and -13 (the two differ only in the
   dtypes they list).
   """
+  if _export.active():
+    return _export.gather_elements(data, indices, axis, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   gather_elements_shape(data.shape, indices.shape, axis)
   a = _common.canonicalize_axis(axis, data.ndim, OP)
-  gather_mode = _common.canonicalize_mode(mode, OP,
-                                          ("fill", "clip", "promise_in_bounds"))
+  gather_mode = _common.canonicalize_mode(
+    mode, OP, ("fill", "clip", "promise_in_bounds")
+  )
   fill_value = _common.static_fill_value(fill_value, OP)
   _common.check_concrete_bounds(indices, data.shape[a], OP)
-  return _prepare_and_gather(data, jnp.asarray(indices), a, gather_mode,
-                             fill_value)
+  return _prepare_and_gather(
+    data, jnp.asarray(indices), a, gather_mode, fill_value
+  )
 
 
 # Jitted so that an eager call compiles one program per signature (see
@@ -154,4 +187,10 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *,
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _prepare_and_gather(data, indices, axis, mode, fill_value):
   indices = _common.prepare_indices(indices, data.shape[axis])
-  return _gather_elements(data, indices, axis, mode, fill_value)
+  if mode == lax.GatherScatterMode.FILL_OR_DROP:
+    # The fill-mode gather only ever reads in range; checkify.index_checks
+    # still reports the index that was out of range.
+    indices = _checks.checked_gather_indices(
+      indices[..., None], data.shape, (axis,)
+    )[..., 0]
+  return _gather_elements(data, indices, axis, mode, fill_value, False)

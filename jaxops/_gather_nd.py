@@ -26,14 +26,23 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _common
-from jaxops._common import Shape, op_error, shape_str
+from jaxops import _checks, _common, _export, _fill
+from jaxops._common import (
+  ArrayLike,
+  IntLike,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
+from jaxops._linear import linear_custom_jvp
 
 OP = "GatherND-8"
 
 
-def gather_nd_shape(data_shape: Any, indices_shape: Any,
-                    batch_dims: int = 0) -> Shape:
+def gather_nd_shape(
+  data_shape: ShapeLike, indices_shape: ShapeLike, batch_dims: IntLike = 0
+) -> Shape:
   """Output shape of GatherND-8; raises ValueError for shapes the spec rejects.
 
   `indices_shape[:-1] + data_shape[batch_dims + k:]` with
@@ -46,8 +55,10 @@ def gather_nd_shape(data_shape: Any, indices_shape: Any,
   indices_shape = _common.static_shape(indices_shape, OP, "indices")
   b = _common.static_int(batch_dims, OP, "batch_dims")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (f"(data shape {shape_str(data_shape)}, "
-            f"indices shape {shape_str(indices_shape)})")
+  shapes = (
+    f"(data shape {shape_str(data_shape)}, "
+    f"indices shape {shape_str(indices_shape)})"
+  )
   if r < 1:
     raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
   if q < 1:
@@ -60,70 +71,86 @@ def gather_nd_shape(data_shape: Any, indices_shape: Any,
     raise op_error(OP, f"batch_dims={b} must be < rank(data)={r} {shapes}")
   if data_shape[:b] != indices_shape[:b]:
     raise op_error(
-        OP, f"the first batch_dims={b} dims of data and indices must be equal, "
-        f"got {shape_str(data_shape[:b])} vs {shape_str(indices_shape[:b])} "
-        f"{shapes}")
+      OP,
+      f"the first batch_dims={b} dims of data and indices must be equal, "
+      f"got {shape_str(data_shape[:b])} vs {shape_str(indices_shape[:b])} "
+      f"{shapes}",
+    )
   k = indices_shape[-1]
   if b + k > r:
     raise op_error(
-        OP, f"indices.shape[-1]={k} + batch_dims={b} must be <= "
-        f"rank(data)={r} {shapes}")
-  return indices_shape[:-1] + data_shape[b + k:]
+      OP,
+      f"indices.shape[-1]={k} + batch_dims={b} must be <= "
+      f"rank(data)={r} {shapes}",
+    )
+  return indices_shape[:-1] + data_shape[b + k :]
 
 
-def _dimension_numbers(data_rank: int, indices_rank: int, batch_dims: int,
-                       k: int) -> lax.GatherDimensionNumbers:
+def _dimension_numbers(
+  data_rank: int, indices_rank: int, batch_dims: int, k: int
+) -> lax.GatherDimensionNumbers:
   b = batch_dims
   # XLA batching dims express batch_dims directly: no iota index building.
   return lax.GatherDimensionNumbers(
-      offset_dims=tuple(range(indices_rank - 1,
-                              indices_rank - 1 + data_rank - b - k)),
-      collapsed_slice_dims=tuple(range(b, b + k)),
-      start_index_map=tuple(range(b, b + k)),
-      operand_batching_dims=tuple(range(b)),
-      start_indices_batching_dims=tuple(range(b)))
+    offset_dims=tuple(
+      range(indices_rank - 1, indices_rank - 1 + data_rank - b - k)
+    ),
+    collapsed_slice_dims=tuple(range(b, b + k)),
+    start_index_map=tuple(range(b, b + k)),
+    operand_batching_dims=tuple(range(b)),
+    start_indices_batching_dims=tuple(range(b)),
+  )
 
 
-def _gather(data: jax.Array, indices: jax.Array, batch_dims: int,
-            mode: lax.GatherScatterMode, fill_value: Any) -> jax.Array:
+def _gather(
+  data: jax.Array,
+  indices: jax.Array,
+  batch_dims: int,
+  mode: lax.GatherScatterMode,
+  fill_value: Any,
+  tangent: bool,
+) -> jax.Array:
   k = indices.shape[-1]
   b = batch_dims
-  out_shape = indices.shape[:-1] + data.shape[b + k:]
-  if any(d == 0 for d in data.shape[b:b + k]) and 0 not in out_shape:
+  out_shape = indices.shape[:-1] + data.shape[b + k :]
+  if any(d == 0 for d in data.shape[b : b + k]) and 0 not in out_shape:
     # Every tuple indexes an empty dim, so every index is out of range; XLA
     # rejects the slice size of 1 such a gather would need.
     if mode != lax.GatherScatterMode.FILL_OR_DROP:
       raise op_error(
-          OP, f"cannot gather from data of shape {shape_str(data.shape)}: "
-          f"an indexed dim has size 0 so every index is out of range; "
-          "use mode='fill' to get fill values", IndexError)
-    return jnp.full(out_shape, _common.fill_value_or_default(fill_value, data.dtype), data.dtype)
+        OP,
+        f"cannot gather from data of shape {shape_str(data.shape)}: "
+        f"an indexed dim has size 0 so every index is out of range; "
+        "use mode='fill' to get fill values",
+        IndexError,
+      )
+    return jnp.full(
+      out_shape,
+      _common.fill_value_or_default(0 if tangent else fill_value, data.dtype),
+      data.dtype,
+    )
   dnums = _dimension_numbers(data.ndim, indices.ndim, b, k)
-  slice_sizes = (1,) * (b + k) + data.shape[b + k:]
-  return lax.gather(data, indices, dnums, slice_sizes, mode=mode,
-                    fill_value=fill_value)
+  return _fill.gather(data, indices, dnums, mode, fill_value, tangent)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
-def _gather_nd(data, indices, batch_dims, mode, fill_value):
-  return _gather(data, indices, batch_dims, mode, fill_value)
+# Linear in data; out-of-range reads have a zero tangent (the fill value is a
+# constant). docs/design.md#derivatives.
+_gather_nd = linear_custom_jvp(
+  _gather,
+  nondiff_argnums=(2, 3, 4, 5),
+  linear_argnums=(0,),
+  tangent_nondiff=lambda b, mode, fill_value, tangent: (b, mode, 0, True),
+)
 
 
-@_gather_nd.defjvp
-def _gather_nd_jvp(batch_dims, mode, fill_value, primals, tangents):
-  data, indices = primals
-  data_dot, _ = tangents
-  out = _gather(data, indices, batch_dims, mode, fill_value)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  # Out-of-range tangents are 0, not the primal's fill value: the fill is a
-  # constant.
-  return out, _gather(data_dot, indices, batch_dims, mode, 0)
-
-
-def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
-              mode: _common.GatherMode = "fill",
-              fill_value: Any = None) -> jax.Array:
+def gather_nd(
+  data: ArrayLike,
+  indices: ArrayLike,
+  batch_dims: IntLike = 0,
+  *,
+  mode: _common.GatherMode = "fill",
+  fill_value: ArrayLike | None = None,
+) -> jax.Array:
   """Gathers slices of `data` at the index tuples in `indices` (GatherND-8).
 
   With `k = indices.shape[-1]` and `b = batch_dims`::
@@ -166,17 +193,21 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
 
   Implements OpenVINO GatherND-8.
   """
+  if _export.active():
+    return _export.gather_nd(data, indices, batch_dims, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   b = _common.static_int(batch_dims, OP, "batch_dims")
   gather_nd_shape(data.shape, indices.shape, b)
-  gather_mode = _common.canonicalize_mode(mode, OP,
-                                          ("fill", "clip", "promise_in_bounds"))
+  gather_mode = _common.canonicalize_mode(
+    mode, OP, ("fill", "clip", "promise_in_bounds")
+  )
   fill_value = _common.static_fill_value(fill_value, OP)
   k = indices.shape[-1]
-  _common.check_concrete_bounds(indices, data.shape[b:b + k], OP)
-  return _prepare_and_gather(data, jnp.asarray(indices), b, gather_mode,
-                             fill_value)
+  _common.check_concrete_bounds(indices, data.shape[b : b + k], OP)
+  return _prepare_and_gather(
+    data, jnp.asarray(indices), b, gather_mode, fill_value
+  )
 
 
 # Jitted so that an eager call compiles one program per signature instead of
@@ -185,6 +216,12 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *,
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
   k = indices.shape[-1]
+  dims = tuple(range(batch_dims, batch_dims + k))
   indices = _common.prepare_indices(
-      indices, data.shape[batch_dims:batch_dims + k])
-  return _gather_nd(data, indices, batch_dims, mode, fill_value)
+    indices, data.shape[batch_dims : batch_dims + k]
+  )
+  if mode == lax.GatherScatterMode.FILL_OR_DROP and k:
+    # The fill-mode gather only ever reads in range; checkify.index_checks
+    # still reports the tuple that was out of range.
+    indices = _checks.checked_gather_indices(indices, data.shape, dims)
+  return _gather_nd(data, indices, batch_dims, mode, fill_value, False)

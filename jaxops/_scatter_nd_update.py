@@ -2,75 +2,20 @@
 
 Semantics, decisions and errata: docs/semantics.md#scatter-nd-update (last
 tuple wins: #duplicates; k = 0: #snu-1; the (1,) form of a 0-d update:
-#snu-2; out-of-range modes: #scatter-modes). Design and the measurements
-behind the thresholds below: docs/design.md#duplicate-resolution.
+#snu-2; out-of-range modes: #scatter-modes). Design:
+docs/design.md#lowering-scatter-nd-update.
 
-Forward design
---------------
-The update itself is one `lax.scatter` (what `.at[...].set` lowers to) over the
-flattened index tuples, always with `unique_indices=True`, and that promise is
-kept honest:
-
-* With `unique_indices=True` the caller promises it.
-* Otherwise duplicate tuples are resolved before the scatter, by construction
-  rather than by XLA's loop order: the winner of each target slot is the tuple
-  with the largest position (last wins, as OpenVINO's CPU runtime applies them
-  in order). Every other tuple -- a loser of a later duplicate, or an index out
-  of range under `mode="drop"` -- is redirected to its own distinct negative
-  (out-of-range) index `-1 - position`, which the scatter drops. The remaining
-  in-range indices are unique, and so are the dropped ones.
-
-Finding the winners costs O(n) work plus one of these strategies, chosen
-statically from the shapes (n tuples, `slots = prod(data.shape[:k])` target
-slots, `target` the row-major linear slot of a tuple):
-
-* winner table, while `slots <= 16 * n + 2**16`:
-  `table = full(slots + 1, -1).at[target].max(position)`, then a tuple wins iff
-  `table[target] == position`: one int32 fill of the table, one scatter-max and
-  one gather. Scatter-max is order independent, so it is deterministic on every
-  backend.
-* packed sort, for more slots when `(slots + 1) * n` fits the widest enabled
-  int type (int64 under x64, else int32): one single-operand sort of the unique
-  keys `target * n + position`; the last of each run of equal targets wins.
-* rank table otherwise: sort the targets alone, binary-search each target's
-  first occurrence in the sorted array (a group id < n), then the winner table
-  above over group ids instead of slots: O(n log n), independent of slots.
-  When even the linear target overflows (no x64, slots >= 2**31) a k-key
-  stable sort of the coordinates is used.
-
-The two sort-based searches first test whether any in-range target repeats
-and `lax.cond` to "every in-range tuple wins" when none does, so unique
-indices (the common case) skip the search at run time:
-
-* bitmap test, while `slots // 32 + 1 <= 8 * n + 2**16` words: each tuple adds
-  `2**(target % 32)` to the uint32 word `target // 32` of a zeroed bitmap; the
-  words hold one set bit per tuple iff no bit was added twice (an addition
-  loses one set bit per carry). Integer addition is order independent, so this
-  is exact on every backend. The duplicate branch then runs the full search.
-* sort test, for larger bitmaps: the search's own single-operand sort (of the
-  targets for the rank table, of the packed keys, which sort as their targets,
-  for the packed sort) is done first, an adjacent compare finds repeats (the
-  out-of-range sentinel `slots` sorts last and is ignored), and only the
-  duplicate branch does the rest on the sorted array: the binary search and
-  winner table, or the last-of-runs flags and their scatter back.
-
-Under `vmap` with batched indices the predicate is batched and `lax.cond`
-becomes a select that runs both branches: still exact, no longer cheaper.
-
-Derivative design (docs/design.md#derivatives)
------------------------------------------------
-The operator is a `jax.custom_jvp` whose tangent rule applies the same scatter
-(same redirected, unique indices) to the tangents of data and updates: a linear
-map. Forward mode evaluates it; reverse mode transposes it, which (for a
-scatter with unique indices) is exactly one zeroing scatter of the cotangent
-for d/d data (overwritten positions get 0) and one gather of the cotangent at
-the indices for d/d updates (dropped tuples -- losers and out-of-range ones --
-read 0). JAX's default derivative of a non-unique `.at[].set` instead scatters
-an id tensor of data's size (u32) and compares it; that never happens here.
-Indices are integers and get float0 tangents. The index normalization and the
-winner search run outside the custom rule, so no derivative is taken through
-them.
-"""
+The update is one `lax.scatter` that always promises unique indices, and the
+promise is kept honest: either the caller made it (`unique_indices=True`), or
+every tuple that is not the winner of its target (a loser to a later
+duplicate, or out of range under `mode="drop"`) is redirected to its own
+negative index `-1 - position`, which the scatter drops. The winners are
+found on the linear slot of each tuple, so the scatter then writes rows of
+data viewed as `(prod(data.shape[:k]),) + data.shape[k:]`, one row index per
+tuple (the k indexed dims stay separate when that index would overflow).
+Finding the winners is `jaxops._duplicates`. The index work only ever sees
+integers and runs outside the derivative rule; the derivative is the same
+scatter of the tangents (`jaxops._linear`, docs/design.md#derivatives)."""
 
 from __future__ import annotations
 
@@ -83,27 +28,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common
-from jaxops._common import Shape, op_error, shape_str
+from jaxops import _checks, _common, _duplicates, _export
+from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
+from jaxops._linear import linear_custom_jvp
 
 OP = "ScatterNDUpdate-3"
 
-# Slots per tuple up to which the winner table beats the sorts (measured on
-# CPU: docs/design.md#thresholds).
-_TABLE_SLOTS_PER_TUPLE = 16
-_TABLE_MIN_SLOTS = 1 << 16
-# Bitmap words (32 slots each) per tuple up to which the bitmap repeat test
-# beats the sort it saves (measured on CPU: docs/design.md#thresholds).
-_BITMAP_WORDS_PER_TUPLE = 8
-_BITMAP_MIN_WORDS = 1 << 16
-
 
 def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
-  return indices_shape[:-1] + data_shape[indices_shape[-1]:]
+  return indices_shape[:-1] + data_shape[indices_shape[-1] :]
 
 
-def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
-                            updates_shape: Any) -> Shape:
+def scatter_nd_update_shape(
+  data_shape: ShapeLike, indices_shape: ShapeLike, updates_shape: ShapeLike
+) -> Shape:
   """Output shape of ScatterNDUpdate-3 (data's); raises ValueError otherwise.
 
   Requires `data` rank r >= 1, `indices` rank q >= 1, `k = indices_shape[-1]
@@ -118,9 +56,11 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   indices_shape = _common.static_shape(indices_shape, OP, "indices")
   updates_shape = _common.static_shape(updates_shape, OP, "updates")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (f"(data shape {shape_str(data_shape)}, "
-            f"indices shape {shape_str(indices_shape)}, "
-            f"updates shape {shape_str(updates_shape)})")
+  shapes = (
+    f"(data shape {shape_str(data_shape)}, "
+    f"indices shape {shape_str(indices_shape)}, "
+    f"updates shape {shape_str(updates_shape)})"
+  )
   if r < 1:
     raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
   if q < 1:
@@ -128,15 +68,19 @@ def scatter_nd_update_shape(data_shape: Any, indices_shape: Any,
   k = indices_shape[-1]
   if k > r:
     raise op_error(
-        OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}")
+      OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}"
+    )
   expected = _expected_updates_shape(data_shape, indices_shape)
-  if updates_shape != expected and not (expected == () and
-                                        updates_shape == (1,)):
+  if updates_shape != expected and not (
+    expected == () and updates_shape == (1,)
+  ):
     one_element = " (or (1,))" if expected == () else ""
     raise op_error(
-        OP, f"updates shape {shape_str(updates_shape)} must equal "
-        f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
-        f"{one_element} with k={k}; updates are not broadcast {shapes}")
+      OP,
+      f"updates shape {shape_str(updates_shape)} must equal "
+      f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
+      f"{one_element} with k={k}; updates are not broadcast {shapes}",
+    )
   return data_shape
 
 
@@ -156,246 +100,86 @@ def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
   in JAX and need bool data, as bool arrays do.
   """
   is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
-  weak = (jax.typeof(updates).weak_type if isinstance(
-      updates, (jax.Array, jax.core.Tracer)) else not is_array)
+  weak = (
+    jax.typeof(updates).weak_type
+    if isinstance(updates, (jax.Array, jax.core.Tracer))
+    else not is_array
+  )
   updates = _common.as_array_like(updates)
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
   if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
     if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
       raise op_error(
-          OP, f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
-          f"converted to data dtype {np.dtype(dtype).name} without changing "
-          "kind", TypeError)
+        OP,
+        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+        f"converted to data dtype {np.dtype(dtype).name} without changing "
+        "kind",
+        TypeError,
+      )
   elif given != dtype:
     raise op_error(
-        OP, f"updates dtype {given.name} must equal data dtype "
-        f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
-        "of them explicitly", TypeError)
+      OP,
+      f"updates dtype {given.name} must equal data dtype "
+      f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
+      "of them explicitly",
+      TypeError,
+    )
   return jnp.asarray(updates, dtype=dtype)
 
 
-def _dimension_numbers(data_rank: int, k: int) -> lax.ScatterDimensionNumbers:
-  # Flattened layout: indices (n, k), updates (n,) + data.shape[k:].
-  return lax.ScatterDimensionNumbers(
-      update_window_dims=tuple(range(1, 1 + data_rank - k)),
-      inserted_window_dims=tuple(range(k)),
-      scatter_dims_to_operand_dims=tuple(range(k)))
+def _scatter(
+  data: jax.Array,
+  indices: jax.Array,
+  updates: jax.Array,
+  mode: lax.GatherScatterMode,
+) -> jax.Array:
+  """`data` with `updates` (n,) + data.shape[k:] written at unique `indices`:
+  (n,) rows of the k indexed dims merged into one, or (n, k) tuples."""
+  shape = data.shape
+  k = data.ndim - (updates.ndim - 1)
+  if indices.ndim == 1:
+    data = data.reshape((math.prod(shape[:k]),) + shape[k:])
+    indices, k = indices[:, None], 1
+  dnums = lax.ScatterDimensionNumbers(
+    update_window_dims=tuple(range(1, 1 + data.ndim - k)),
+    inserted_window_dims=tuple(range(k)),
+    scatter_dims_to_operand_dims=tuple(range(k)),
+  )
+  out = lax.scatter(
+    data,
+    indices,
+    updates,
+    dnums,
+    indices_are_sorted=False,
+    unique_indices=True,
+    mode=mode,
+  )
+  return out.reshape(shape)
 
 
-def _scatter(data, indices, updates, mode):
-  return lax.scatter(data, indices, updates,
-                     _dimension_numbers(data.ndim, indices.shape[-1]),
-                     indices_are_sorted=False, unique_indices=True, mode=mode)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
-def _scatter_unique(data, indices, updates, mode):
-  """`data` with `updates` written at `indices` (n, k), which are unique."""
-  return _scatter(data, indices, updates, mode)
-
-
-@_scatter_unique.defjvp
-def _scatter_unique_jvp(mode, primals, tangents):
-  data, indices, updates = primals
-  data_dot, _, updates_dot = tangents
-  out = _scatter(data, indices, updates, mode)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  # Linear in (data_dot, updates_dot); its transpose is JAX's unique-index
-  # scatter transpose: a zeroing scatter and a gather with fill 0.
-  return out, _scatter(data_dot, indices, updates_dot, mode)
-
-
-def _int_dtype_for(max_value: int):
-  """The narrowest enabled signed int dtype holding `max_value`, or None."""
-  if max_value <= np.iinfo(np.int32).max:
-    return jnp.int32
-  if jax.config.jax_enable_x64 and max_value <= np.iinfo(np.int64).max:
-    return jnp.int64
-  return None
-
-
-def _winner_table(keys: jax.Array, size: int,
-                  positions: jax.Array) -> jax.Array:
-  """Whether each position is the largest among those with its key (< size)."""
-  table = jnp.full((size,), -1, jnp.int32).at[keys].max(
-      positions, mode="promise_in_bounds")
-  return table.at[keys].get(mode="promise_in_bounds") == positions
-
-
-def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:
-  """Whether each element of a sorted array is the last of its run."""
-  return jnp.concatenate([sorted_keys[:-1] != sorted_keys[1:],
-                          jnp.ones((1,), bool)])
-
-
-def _strategy(n: int,
-              sizes: tuple[int, ...]) -> tuple[str, Any, Any, str | None]:
-  """Picks the winner search statically.
-
-  Returns (name, target dtype, key dtype, repeat test): the repeat test, for
-  the sort-based searches only, is "bitmap" or "sort" (see `_winners`).
-  """
-  slots = math.prod(sizes)
-  target_dtype = _int_dtype_for(slots)
-  if target_dtype is None:
-    return "columns", None, None, None
-  if slots <= _TABLE_SLOTS_PER_TUPLE * n + _TABLE_MIN_SLOTS:
-    return "table", target_dtype, None, None
-  repeat_test = ("bitmap" if slots // 32 + 1 <= _BITMAP_WORDS_PER_TUPLE * n +
-                 _BITMAP_MIN_WORDS else "sort")
-  key_dtype = _int_dtype_for((slots + 1) * n - 1)
-  if key_dtype is None:
-    return "rank_table", target_dtype, None, repeat_test
-  return "packed_sort", target_dtype, key_dtype, repeat_test
-
-
-def _winners(indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...],
-             strategy: tuple[str, Any, Any, str | None]) -> jax.Array:
-  """Marks, per tuple, whether it is the last in-range tuple of its target.
-
-  Args:
-    indices: (n, k) signed ints; rows with `in_bounds` False may hold anything.
-    in_bounds: (n,) bool.
-    sizes: the k indexed data dims.
-    strategy: from `_strategy(n, sizes)`.
-  """
-  n, k = indices.shape
-  slots = math.prod(sizes)
-  name, target_dtype, key_dtype, repeat_test = strategy
-  positions = lax.iota(jnp.int32, n)
-  if name == "columns":
-    # Even the linear target overflows (no x64): sort the k coordinates;
-    # out-of-range tuples sort as (sizes...), after every valid tuple.
-    columns = tuple(jnp.where(in_bounds, indices[:, j].astype(jnp.int32),
-                              jnp.int32(sizes[j])) for j in range(k))
-    *sorted_columns, sorted_positions = lax.sort(
-        (*columns, positions), num_keys=k, is_stable=True)
-    is_last = _last_of_runs(sorted_columns[0])
-    for column in sorted_columns[1:]:
-      is_last = is_last | _last_of_runs(column)
-    return _scatter_back(is_last, sorted_positions) & in_bounds
-  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].reshape(1, k)
-  target = jnp.sum(indices.astype(target_dtype) * strides.astype(target_dtype),
-                   axis=1, dtype=target_dtype)
-  # Out-of-range tuples go to the extra slot `slots`, so no internal gather or
-  # scatter here ever indexes out of range (checkify stays quiet about them).
-  target = jnp.where(in_bounds, target, jnp.asarray(slots, target_dtype))
-  if name == "table":
-    return _winner_table(target, slots + 1, positions) & in_bounds
-  if repeat_test == "bitmap":
-    # A cheap exact test first: without repeated targets every in-range tuple
-    # wins and the search below is skipped at run time.
-    return lax.cond(_repeats_in_bitmap(target, in_bounds, slots),
-                    functools.partial(_sorted_search, name=name,
-                                      key_dtype=key_dtype),
-                    lambda target, _: jnp.ones((n,), bool), target,
-                    positions) & in_bounds
-  return _sorted_search(target, positions, name=name, key_dtype=key_dtype,
-                        slots=slots) & in_bounds
-
-
-def _sorted_search(target: jax.Array, positions: jax.Array, *, name: str,
-                   key_dtype: Any, slots: int | None = None) -> jax.Array:
-  """The winners among `target` (out of range ones as the largest value).
-
-  With `slots` (the sentinel target of out-of-range tuples) the sort it needs
-  anyway tests for repeated in-range targets first and the rest is skipped
-  when there are none; without, it is known to repeat (or assumed to).
-  """
-  n = target.shape[0]
-  if name == "rank_table":
-    sorted_target = lax.sort(target)
-
-    def search(sorted_target, target):
-      # A group id < n per distinct target (its first occurrence in the sorted
-      # array), then the winner table over ids. The scan is a while loop of
-      # log2(n) gathers; measured faster than method "sort" (two multi-operand
-      # sorts), "scan_unrolled", and a (target, position) sort with segment
-      # maxima ("compare_all" is O(n**2)).
-      group = jnp.searchsorted(sorted_target, target, side="left",
-                               method="scan").astype(jnp.int32)
-      return _winner_table(group, n, positions)
-
-    return _unless_unique(sorted_target, slots, search,
-                          (sorted_target, target))
-  # Packed keys are unique, so an unstable one-operand sort is exact; they sort
-  # as the targets do, so the same sort finds repeats and, only if there are
-  # some, the last of each run.
-  keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
-  sorted_target = keys // n
-
-  def last_of_runs(sorted_target, keys):
-    return _scatter_back(_last_of_runs(sorted_target),
-                         (keys % n).astype(jnp.int32))
-
-  return _unless_unique(sorted_target, slots, last_of_runs,
-                        (sorted_target, keys))
-
-
-def _unless_unique(sorted_target: jax.Array, slots: int | None, search,
-                   operands: tuple[jax.Array, ...]) -> jax.Array:
-  """`search(*operands)` if an in-range target repeats, else all True.
-
-  `sorted_target` holds the targets sorted, out-of-range ones as `slots` (the
-  largest value, so they form the last run and are ignored). Without repeats
-  every tuple wins and the exact search is skipped at run time. Under `vmap` a
-  batched predicate turns the `lax.cond` into a select that runs both branches
-  (still exact, no longer cheaper). `slots=None`: always search.
-  """
-  if slots is None:
-    return search(*operands)
-  return lax.cond(_repeats_in_sorted(sorted_target, slots), search,
-                  lambda *_: jnp.ones(sorted_target.shape, bool), *operands)
-
-
-def _repeats_in_sorted(sorted_target: jax.Array, slots: int) -> jax.Array:
-  """Whether a value other than `slots` occurs twice in a sorted array."""
-  return jnp.any((sorted_target[1:] == sorted_target[:-1]) &
-                 (sorted_target[1:] != slots))
-
-
-def _repeats_in_bitmap(target: jax.Array, in_bounds: jax.Array,
-                       slots: int) -> jax.Array:
-  """Whether an in-range target occurs twice, from one bit per slot.
-
-  Each in-range tuple adds the bit `2**(target % 32)` to the uint32 word
-  `target // 32`. The words then hold as many set bits as there are in-range
-  tuples iff no bit was added twice: an addition loses one set bit per carry,
-  adding a bit that is set carries, and without carries bits are never
-  cleared. Integer addition (wrapping included) is order independent, so the
-  answer is exact and deterministic on every backend.
-  """
-  bits = jnp.where(in_bounds,
-                   jnp.left_shift(jnp.uint32(1),
-                                  (target % 32).astype(jnp.uint32)),
-                   jnp.uint32(0))
-  words = jnp.zeros((slots // 32 + 1,), jnp.uint32).at[target // 32].add(
-      bits, mode="promise_in_bounds")
-  return (jnp.sum(lax.population_count(words), dtype=jnp.int32) !=
-          jnp.sum(in_bounds, dtype=jnp.int32))
-
-
-def _scatter_back(sorted_flags: jax.Array,
-                  sorted_positions: jax.Array) -> jax.Array:
-  """Undoes a sort permutation on per-element flags."""
-  return jnp.zeros(sorted_flags.shape, bool).at[sorted_positions].set(
-      sorted_flags, unique_indices=True, mode="promise_in_bounds")
+# Linear in (data, updates): the tangent is the same scatter of the tangents,
+# whose transpose is a zeroing scatter and a gather (docs/design.md).
+_scatter_unique = linear_custom_jvp(
+  _scatter, nondiff_argnums=(3,), linear_argnums=(0, 2)
+)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
-                     mode: lax.GatherScatterMode,
-                     strategy: tuple[str, Any, Any, str | None] | None
-                     ) -> jax.Array:
-  """The (n, k) indices the final unique scatter uses.
+def _scatter_indices(
+  indices: jax.Array,
+  sizes: tuple[int, ...],
+  mode: lax.GatherScatterMode,
+  strategy: _duplicates.Strategy | None,
+) -> jax.Array:
+  """The indices the final unique scatter uses: (n, k) tuples, or with a
+  `strategy` (n,) rows (tuples when a row index would overflow).
 
   Wraps negative indices, applies `mode` ("clip" clamps here), and with a
   `strategy` (no uniqueness promise) redirects every tuple that is not the
   winner of its target -- losers and out-of-range tuples -- to the distinct
-  out-of-range index `-1 - position` in dim 0. Jitted so that an eager call
-  costs one dispatch; it only ever sees integer arrays, so no derivative is
-  taken through it.
+  out-of-range index `-1 - position`. Jitted so that an eager call costs one
+  dispatch; it only ever sees integer arrays, so no derivative is taken
+  through it.
   """
   n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
@@ -405,30 +189,43 @@ def _scatter_indices(indices: jax.Array, sizes: tuple[int, ...],
     # size first keeps an out-of-range value out of range (2**32 + 1 must not
     # become 1).
     signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
-    indices = jnp.minimum(indices,
-                          sizes_arr.astype(indices.dtype)).astype(signed)
+    indices = jnp.minimum(indices, sizes_arr.astype(indices.dtype)).astype(
+      signed
+    )
   sizes_arr = sizes_arr.astype(indices.dtype)
   zero = np.zeros((), indices.dtype)
+  in_bounds = jnp.ones((n,), bool)  # clipped, or promised
   if mode == lax.GatherScatterMode.CLIP:
     indices = jnp.clip(indices, zero, sizes_arr - 1)
-    in_bounds = jnp.ones((n,), bool)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
     indices = _checks.checked_indices(
-        indices, sizes, f"{OP}: an index tuple is out of range for the "
-        f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped")
+      indices,
+      sizes,
+      f"{OP}: an index tuple is out of range for the "
+      f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
+    )
     in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
-  else:
-    in_bounds = jnp.ones((n,), bool)  # promised; out of range is undefined
   if strategy is None:
+    # The scatter's own out-of-range test drops what "drop" drops.
     return indices
-  wins = _winners(indices, in_bounds, sizes, strategy)
+  wins = _duplicates.winners(indices, in_bounds, sizes, strategy)
   redirected = -1 - lax.iota(indices.dtype, n)
-  return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
+  row_dtype = _duplicates.int_dtype_for(math.prod(sizes))
+  if row_dtype is None:
+    return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
+  rows = _duplicates.linear_target(indices, sizes, row_dtype)
+  return jnp.where(wins, rows, redirected.astype(row_dtype))
 
 
-def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
-                      mode: _common.ScatterMode = "drop",
-                      unique_indices: bool = False) -> jax.Array:
+def scatter_nd_update(
+  data: ArrayLike,
+  indices: ArrayLike,
+  updates: ArrayLike,
+  *,
+  mode: _common.ScatterMode = "drop",
+  unique_indices: bool = False,
+  _strategy: _duplicates.Strategy | None = None,
+) -> jax.Array:
   """A copy of `data` with slices replaced by `updates` (ScatterNDUpdate-3).
 
   With `k = indices.shape[-1]`, for every index tuple position `i`::
@@ -461,6 +258,8 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
     unique_indices: keyword-only promise that no two in-range tuples address
       the same target. It skips the duplicate resolution (one scatter, no
       winner search); a broken promise gives an unspecified winner.
+    _strategy: private; the duplicate resolution to use instead of
+      `jaxops._duplicates.choose_strategy` (tests force each one).
 
   Returns:
     Array of data's shape and dtype.
@@ -478,16 +277,24 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
 
   Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
   """
+  if _export.active():
+    return _export.scatter_nd_update(
+      data, indices, updates, mode, unique_indices
+    )
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)
   scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
-  scatter_mode = _common.canonicalize_mode(mode, OP,
-                                           ("drop", "clip", "promise_in_bounds"))
+  scatter_mode = _common.canonicalize_mode(
+    mode, OP, ("drop", "clip", "promise_in_bounds")
+  )
   if not isinstance(unique_indices, (bool, np.bool_)):
     raise op_error(
-        OP, f"unique_indices must be a Python bool, got "
-        f"{type(unique_indices).__name__} {unique_indices!r}", TypeError)
+      OP,
+      f"unique_indices must be a Python bool, got "
+      f"{type(unique_indices).__name__} {unique_indices!r}",
+      TypeError,
+    )
   k = indices.shape[-1]
   sizes = data.shape[:k]
   if scatter_mode != lax.GatherScatterMode.CLIP:
@@ -501,11 +308,17 @@ def scatter_nd_update(data: Any, indices: Any, updates: Any, *,
     # Every tuple addresses all of data: the last one wins.
     return updates[n - 1]
 
-  dedup = not unique_indices and n > 1
-  indices = _scatter_indices(jnp.reshape(jnp.asarray(indices), (n, k)), sizes,
-                             scatter_mode,
-                             _strategy(n, sizes) if dedup else None)
-  if dedup or scatter_mode == lax.GatherScatterMode.CLIP:
-    # Redirected tuples must be dropped; clipped ones are in range already.
-    scatter_mode = lax.GatherScatterMode.FILL_OR_DROP
-  return _scatter_unique(data, indices, updates, scatter_mode)
+  strategy = None
+  if not unique_indices and n > 1:
+    strategy = _strategy or _duplicates.choose_strategy(n, sizes)
+  indices = _scatter_indices(
+    jnp.reshape(jnp.asarray(indices), (n, k)), sizes, scatter_mode, strategy
+  )
+  # Redirected tuples must be dropped; clipped or promised ones are in range.
+  final_mode = (
+    lax.GatherScatterMode.FILL_OR_DROP
+    if strategy is not None
+    or scatter_mode == lax.GatherScatterMode.FILL_OR_DROP
+    else lax.GatherScatterMode.PROMISE_IN_BOUNDS
+  )
+  return _scatter_unique(data, indices, updates, final_mode)

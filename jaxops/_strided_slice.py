@@ -36,7 +36,6 @@ both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from typing import Any
 
@@ -45,13 +44,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _common
-from jaxops._common import Shape, op_error, shape_str
+from jaxops import _common, _export
+from jaxops._common import (
+  ArrayLike,
+  IntSequence,
+  Mask,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
+from jaxops._linear import linear_custom_jvp
 
 OP = "StridedSlice-1"
 
-_MASK_NAMES = ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
-               "ellipsis_mask")
+_MASK_NAMES = (
+  "begin_mask",
+  "end_mask",
+  "new_axis_mask",
+  "shrink_axis_mask",
+  "ellipsis_mask",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +75,7 @@ class _Plan:
   per input dim; `reverse` the input dims to flip after slicing; `out_shape`
   the final shape (new axes in, shrunk dims out).
   """
+
   data_shape: Shape
   start: Shape
   limit: Shape
@@ -80,12 +94,15 @@ def _mask(value: Any, m: int, name: str) -> tuple[int, ...]:
   if value is None:
     return (0,) * m
   if isinstance(value, (int, np.integer)) and not isinstance(
-      value, (bool, np.bool_)):
+    value, (bool, np.bool_)
+  ):
     bits = operator.index(value)
     if bits < 0:
       raise op_error(
-          OP, f"{name}={bits} as an int bitfield must be >= 0 (bit i is "
-          "entry i of the mask)")
+        OP,
+        f"{name}={bits} as an int bitfield must be >= 0 (bit i is "
+        "entry i of the mask)",
+      )
     return tuple((bits >> i) & 1 for i in range(m))
   if isinstance(value, np.ndarray) and value.dtype == np.bool_:
     value = value.astype(np.int64)
@@ -95,13 +112,16 @@ def _mask(value: Any, m: int, name: str) -> tuple[int, ...]:
   for i, v in enumerate(entries):
     if v not in (0, 1):
       raise op_error(
-          OP, f"{name}[{i}]={v} must be 0 or 1 (masks are lists of 0/1, or "
-          f"an int bitfield), got {name}={list(entries)}")
+        OP,
+        f"{name}[{i}]={v} must be 0 or 1 (masks are lists of 0/1, or "
+        f"an int bitfield), got {name}={list(entries)}",
+      )
   return (entries + (0,) * m)[:m]
 
 
-def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
-               end_masked: bool) -> tuple[int, int, int, bool, int]:
+def _slice_dim(
+  size: int, b: int, e: int, k: int, begin_masked: bool, end_masked: bool
+) -> tuple[int, int, int, bool, int]:
   """Resolves one sliced dim: (start, limit, step > 0, reversed, count).
 
   Clamping follows the OpenVINO runtime: for k > 0 begin and end clamp into
@@ -135,9 +155,17 @@ def _slice_dim(size: int, b: int, e: int, k: int, begin_masked: bool,
   return last, first + 1, step, True, count
 
 
-def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
-          begin_mask: Any = (), end_mask: Any = (), new_axis_mask: Any = (),
-          shrink_axis_mask: Any = (), ellipsis_mask: Any = ()) -> _Plan:
+def _plan(
+  data_shape: ShapeLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
+) -> _Plan:
   data_shape = _common.static_shape(data_shape, OP, "data")
   begin = _common.static_int_tuple(begin, OP, "begin")
   end = _common.static_int_tuple(end, OP, "end")
@@ -147,17 +175,25 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
   strides = _common.static_int_tuple(strides, OP, "strides")
   if not len(begin) == len(end) == len(strides):
     raise op_error(
-        OP, f"begin, end and strides must have one length M, got "
-        f"len(begin)={len(begin)}, len(end)={len(end)}, "
-        f"len(strides)={len(strides)}")
-  masks = {name: _mask(value, m, name) for name, value in zip(
-      _MASK_NAMES, (begin_mask, end_mask, new_axis_mask, shrink_axis_mask,
-                    ellipsis_mask))}
+      OP,
+      f"begin, end and strides must have one length M, got "
+      f"len(begin)={len(begin)}, len(end)={len(end)}, "
+      f"len(strides)={len(strides)}",
+    )
+  masks = {
+    name: _mask(value, m, name)
+    for name, value in zip(
+      _MASK_NAMES,
+      (begin_mask, end_mask, new_axis_mask, shrink_axis_mask, ellipsis_mask),
+    )
+  }
   ellipses = [i for i, bit in enumerate(masks["ellipsis_mask"]) if bit]
   if len(ellipses) > 1:
     raise op_error(
-        OP, f"ellipsis_mask may set at most one bit, got bits at positions "
-        f"{ellipses} (ellipsis_mask={list(masks['ellipsis_mask'])})")
+      OP,
+      f"ellipsis_mask may set at most one bit, got bits at positions "
+      f"{ellipses} (ellipsis_mask={list(masks['ellipsis_mask'])})",
+    )
   # Precedence at one position: ellipsis, then new_axis, then shrink (TF's
   # order; docs/semantics.md#ss-6 and #ss-10).
   kinds = []
@@ -174,9 +210,11 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
   named = sum(kind in ("slice", "shrink") for kind in kinds)
   if named > rank:
     raise op_error(
-        OP, f"the slice spec names {named} dims of data (entries that are "
-        f"neither new_axis nor ellipsis, M={m}) but data has rank {rank} "
-        f"(data shape {shape_str(data_shape)})")
+      OP,
+      f"the slice spec names {named} dims of data (entries that are "
+      f"neither new_axis nor ellipsis, M={m}) but data has rank {rank} "
+      f"(data shape {shape_str(data_shape)})",
+    )
   # The ellipsis stands for rank - (M - sum(new_axis_mask) - 1) full dims; a
   # spec without one keeps the dims it does not name whole, as if it ended in
   # an ellipsis.
@@ -199,10 +237,12 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
       index = begin[i] + size if begin[i] < 0 else begin[i]
       if not 0 <= index < size:
         raise op_error(
-            OP, f"shrink_axis_mask[{i}] takes the element at begin[{i}]="
-            f"{begin[i]}, out of range for data dim {dim} of size {size} "
-            f"(valid: [-{size}, {size - 1}]; data shape "
-            f"{shape_str(data_shape)})")
+          OP,
+          f"shrink_axis_mask[{i}] takes the element at begin[{i}]="
+          f"{begin[i]}, out of range for data dim {dim} of size {size} "
+          f"(valid: [-{size}, {size - 1}]; data shape "
+          f"{shape_str(data_shape)})",
+        )
       start.append(index)
       limit.append(index + 1)
       step.append(1)
@@ -210,11 +250,18 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
     else:
       if strides[i] == 0:
         raise op_error(
-            OP, f"strides[{i}]=0: a stride must be nonzero where it is used "
-            f"(strides={list(strides)})")
+          OP,
+          f"strides[{i}]=0: a stride must be nonzero where it is used "
+          f"(strides={list(strides)})",
+        )
       lo, hi, k, flip, count = _slice_dim(
-          data_shape[dim], begin[i], end[i], strides[i],
-          bool(masks["begin_mask"][i]), bool(masks["end_mask"][i]))
+        data_shape[dim],
+        begin[i],
+        end[i],
+        strides[i],
+        bool(masks["begin_mask"][i]),
+        bool(masks["end_mask"][i]),
+      )
       start.append(lo)
       limit.append(hi)
       step.append(k)
@@ -222,15 +269,27 @@ def _plan(data_shape: Any, begin: Any, end: Any, strides: Any = None,
         reverse.append(dim)
       out_shape.append(count)
       dim += 1
-  return _Plan(data_shape, tuple(start), tuple(limit), tuple(step),
-               tuple(reverse), tuple(out_shape))
+  return _Plan(
+    data_shape,
+    tuple(start),
+    tuple(limit),
+    tuple(step),
+    tuple(reverse),
+    tuple(out_shape),
+  )
 
 
-def strided_slice_shape(data_shape: Any, begin: Any, end: Any,
-                        strides: Any = None, begin_mask: Any = (),
-                        end_mask: Any = (), new_axis_mask: Any = (),
-                        shrink_axis_mask: Any = (),
-                        ellipsis_mask: Any = ()) -> Shape:
+def strided_slice_shape(
+  data_shape: ShapeLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
+) -> Shape:
   """Output shape of StridedSlice-1; raises the operator's trace-time errors.
 
   Arguments as in `jaxops.strided_slice`, with `data_shape` for `data`.
@@ -239,15 +298,31 @@ def strided_slice_shape(data_shape: Any, begin: Any, end: Any,
   ...                     begin_mask=[0, 1, 1], end_mask=[1, 1, 1])
   (1, 3, 4)
   """
-  return _plan(data_shape, begin, end, strides, begin_mask, end_mask,
-               new_axis_mask, shrink_axis_mask, ellipsis_mask).out_shape
+  return _plan(
+    data_shape,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    new_axis_mask,
+    shrink_axis_mask,
+    ellipsis_mask,
+  ).out_shape
 
 
 def _apply(plan: _Plan, x: jax.Array) -> jax.Array:
-  if plan.start != (0,) * len(plan.start) or plan.limit != plan.data_shape or (
-      any(k != 1 for k in plan.step)):
-    x = lax.slice(x, plan.start, plan.limit,
-                  None if all(k == 1 for k in plan.step) else plan.step)
+  if (
+    plan.start != (0,) * len(plan.start)
+    or plan.limit != plan.data_shape
+    or (any(k != 1 for k in plan.step))
+  ):
+    x = lax.slice(
+      x,
+      plan.start,
+      plan.limit,
+      None if all(k == 1 for k in plan.step) else plan.step,
+    )
   if plan.reverse:
     x = lax.rev(x, plan.reverse)
   if x.shape != plan.out_shape:
@@ -255,18 +330,10 @@ def _apply(plan: _Plan, x: jax.Array) -> jax.Array:
   return x
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _strided_slice(plan, data):
-  return _apply(plan, data)
-
-
-@_strided_slice.defjvp
-def _strided_slice_jvp(plan, primals, tangents):
-  (data,), (data_dot,) = primals, tangents
-  out = _apply(plan, data)
-  if _common.is_float0(data_dot):
-    return out, _common.float0_zeros(out.shape)
-  return out, _apply(plan, data_dot)
+# Linear in data: the tangent is the same plan applied to the tangent.
+_strided_slice = linear_custom_jvp(
+  _apply, nondiff_argnums=(0,), linear_argnums=(1,)
+)
 
 
 # One compiled executable per (plan, data type) on the eager path instead of
@@ -274,10 +341,17 @@ def _strided_slice_jvp(plan, primals, tangents):
 _strided_slice_jit = jax.jit(_strided_slice, static_argnums=0)
 
 
-def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
-                  begin_mask: Any = (), end_mask: Any = (),
-                  new_axis_mask: Any = (), shrink_axis_mask: Any = (),
-                  ellipsis_mask: Any = ()) -> jax.Array:
+def strided_slice(
+  data: ArrayLike,
+  begin: IntSequence,
+  end: IntSequence,
+  strides: IntSequence | None = None,
+  begin_mask: Mask = (),
+  end_mask: Mask = (),
+  new_axis_mask: Mask = (),
+  shrink_axis_mask: Mask = (),
+  ellipsis_mask: Mask = (),
+) -> jax.Array:
   """Extracts a strided slice of `data` (StridedSlice-1), like numpy basic
   indexing and `tf.strided_slice`.
 
@@ -345,7 +419,28 @@ def strided_slice(data: Any, begin: Any, end: Any, strides: Any = None,
 
   Implements OpenVINO StridedSlice-1.
   """
+  if _export.active():
+    return _export.strided_slice(
+      data,
+      begin,
+      end,
+      strides,
+      begin_mask,
+      end_mask,
+      new_axis_mask,
+      shrink_axis_mask,
+      ellipsis_mask,
+    )
   data = jnp.asarray(data)
-  plan = _plan(data.shape, begin, end, strides, begin_mask, end_mask,
-               new_axis_mask, shrink_axis_mask, ellipsis_mask)
+  plan = _plan(
+    data.shape,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    new_axis_mask,
+    shrink_axis_mask,
+    ellipsis_mask,
+  )
   return _strided_slice_jit(plan, data)

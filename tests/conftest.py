@@ -35,15 +35,18 @@ chex.set_n_cpu_devices(8)
 # The x64 mode is switched per test by the autouse fixture below, which is
 # function-scoped by design: it holds no state an example could leak.
 hypothesis.settings.register_profile(
-    "jaxops", suppress_health_check=[
-        hypothesis.HealthCheck.function_scoped_fixture])
+  "jaxops",
+  suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
+)
 hypothesis.settings.load_profile("jaxops")
 
 
 def pytest_configure(config):
   config.addinivalue_line(
-      "markers", "jax_modes(*modes): the x64 modes a test runs in ('x32', "
-      "'x64'); jax_modes(None) runs it once without switching")
+    "markers",
+    "jax_modes(*modes): the x64 modes a test runs in ('x32', "
+    "'x64'); jax_modes(None) runs it once without switching",
+  )
 
 
 def pytest_generate_tests(metafunc):
@@ -64,7 +67,8 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     marker = item.get_closest_marker("jax_modes")
     mode = getattr(item, "callspec", None) and item.callspec.params.get(
-        "jax_mode")
+      "jax_mode"
+    )
     if marker is not None and mode and mode not in marker.args:
       dropped.append(item)
     else:

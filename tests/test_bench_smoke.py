@@ -1,92 +1,340 @@
 """The benchmark runs end to end at tiny sizes and writes what it promises.
 
-Runs `python -m bench --smoke` in a subprocess (the bench runs with JAX's
-default 32-bit mode, unlike this suite's x64) on one IR or large case
-per operator plus one sweep (to stay well under 30 s on 2 loaded cores), then checks the table, the JSON (with the
-bit-exactness comparisons it ran) and the plots.
+Runs `python -m bench --smoke` in a subprocess once per x64 mode (JAX's
+default 32-bit mode and x64, both with this suite's strict rank and dtype
+promotion), on a few cases that cover every operator, tier and kind of
+variant (vmap, duplicate indices, a sweep), then checks the table, the JSON
+(environment, the bit-exactness comparisons it ran, the bar verdicts) and
+the plots. PyTorch is optional: the 32-bit run hides it (as if it were not
+installed), and its variants must be skipped with a note while everything
+else passes; the x64 run uses it where it is installed. Under pytest-xdist
+each mode runs once per session. The allocator logic and the module layout
+are checked without a subprocess.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support import processes
+
+pytestmark = pytest.mark.jax_modes(None)
+
+ROOT = processes.REPO_ROOT
+TIMEOUT_S = 240
+OPS = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
+CASES = (
+  "gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
+  "gather_elements/axis0,gather_elements/vmap_indices,"
+  "scatter_nd_update/large,scatter_nd_update/large_dup10,"
+  "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
+  "strided_slice/vmap_data"
+)
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-  out = tmp_path_factory.mktemp("bench")
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_ENABLE_X64="0")
+# `python -m bench` with `import torch` failing, as without PyTorch installed.
+_WITHOUT_TORCH = (
+  "import sys; sys.modules['torch'] = None; "
+  "from bench.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def _run_bench(out: pathlib.Path, x64: bool) -> dict[str, object]:
+  env = processes.subprocess_env(
+    JAX_PLATFORMS="cpu",
+    JAX_ENABLE_X64="1" if x64 else "0",
+    JAX_NUMPY_RANK_PROMOTION="raise",
+    JAX_NUMPY_DTYPE_PROMOTION="strict",
+  )
+  env.pop("XLA_FLAGS", None)
+  command = ["-m", "bench"] if x64 else ["-c", _WITHOUT_TORCH]
   proc = subprocess.run(
-      [sys.executable, "-m", "bench", "--smoke", "--out", str(out),
-       "--cases", "gather_nd/ir_b2,gather_elements/axis0,"
-       "scatter_nd_update/large,strided_slice/ir_shrink,gather_nd/sweep*"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+    [sys.executable, *command, "--smoke", "--out", str(out), "--cases", CASES],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+    check=False,
+  )
+  return {
+    "returncode": proc.returncode,
+    "stdout": proc.stdout,
+    "stderr": proc.stderr[-4000:],
+  }
+
+
+@pytest.fixture(scope="module", params=["x32", "x64"])
+def smoke_run(request, tmp_path_factory):
+  """(output folder, stdout, results dict) of one smoke run per x64 mode."""
+  mode = request.param
+  try:
+    worker_id = request.getfixturevalue("worker_id")
+  except pytest.FixtureLookupError:  # pytest-xdist not loaded
+    worker_id = "master"
+  shared = processes.shared_dir(tmp_path_factory, worker_id, "bench")
+  out = shared / f"bench_{mode}"
+  path = processes.produce_once(
+    shared,
+    f"bench_{mode}.json",
+    lambda partial: partial.write_text(
+      json.dumps(_run_bench(out, mode == "x64"))
+    ),
+    TIMEOUT_S,
+  )
+  run = json.loads(path.read_text())
+  assert run["returncode"] == 0, run["stderr"]
   with open(out / "results.json") as f:
-    return out, proc.stdout, json.load(f)
+    return out, run["stdout"], json.load(f), mode
 
 
 def test_outputs_exist(smoke_run):
-  out, stdout, _ = smoke_run
+  out, stdout, _, _ = smoke_run
   names = set(os.listdir(out))
   assert {"results.json", "results.md"} <= names
-  ops = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
-  for op in ops:
+  for op in OPS:
     assert f"{op}_bars.png" in names
     assert os.path.getsize(out / f"{op}_bars.png") > 1000
   assert "gather_nd_sweep.png" in names
-  assert "## Forward" in stdout and "## Sweep gather_nd" in stdout
+  for section in (
+    "## Forward",
+    "## Forward + backward",
+    "## vmap",
+    "## Cost of the safe defaults",
+    "## Sweep gather_nd",
+    "## Bars (allocator: system)",
+    "## All variants",
+  ):
+    assert section in stdout, section
+
+
+def test_torch_optional(smoke_run):
+  _, _, results, mode = smoke_run
+  if mode == "x32":
+    assert results["env"]["peers"]["torch"] == "not installed"
+  elif importlib.util.find_spec("torch") is not None:
+    assert _torch_ran(results)
 
 
 def test_environment_recorded(smoke_run):
-  env = smoke_run[2]["env"]
-  for key in ("jax", "jaxlib", "backend", "device_kind", "cpu_count",
-              "thread_env", "peers", "loadavg_start"):
+  _, _, results, mode = smoke_run
+  env = results["env"]
+  for key in (
+    "jax",
+    "jaxlib",
+    "backend",
+    "device_kind",
+    "cpu_count",
+    "thread_env",
+    "peers",
+    "loadavg_start",
+    "allocator",
+  ):
     assert key in env, key
   assert env["backend"] == "cpu"
-  assert smoke_run[2]["bandwidth"]["host_copyto_Bps"] > 0
+  assert env["x64"] == (mode == "x64")
+  assert env["allocator"]["mode"] == "system"
+  assert env["allocator"]["loaded"] == []
+  assert results["bandwidth"]["host_copyto_Bps"] > 0
+
+
+def _torch_ran(results) -> bool:
+  return results["env"]["peers"]["torch"] != "not installed"
 
 
 def test_every_case_checked_and_timed(smoke_run):
-  results = smoke_run[2]
+  _, _, results, _ = smoke_run
   assert results["bit_exact_failure"] is None
-  cases = results["cases"]
-  assert {c["op"] for c in cases} == {
-      "gather_nd", "gather_elements", "scatter_nd_update", "strided_slice"}
-  for case in cases:
+  cases = {c["key"]: c for c in results["cases"]}
+  assert {c["op"] for c in cases.values()} == set(OPS)
+  assert {c["tier"] for c in cases.values()} == {"ir", "large", "sweep", "vmap"}
+  for key, case in cases.items():
     variants = case["variants"]
-    assert variants, case["key"]
+    assert variants, key
     for entry in variants.values():
       assert entry["median_s"] > 0 and entry["reps"] >= 1
     # Every variant but the first of each group was compared bit for bit.
     groups = {e["group"] for e in variants.values()}
     checked = {c["variant"] for c in case["checks"]}
-    assert len(checked) == len(variants) - len(groups), case["key"]
-    if case["tier"] != "sweep":
-      assert {"jaxops", "plain", "openvino", "onnxruntime", "jaxops.grad",
-              "plain.grad"} <= set(variants), case["key"]
-  scatter = [c for c in cases if c["op"] == "scatter_nd_update"]
-  for case in scatter:
-    assert case["variants"]["jaxops_unique.donated"]["donation_used"]
+    assert checked == set(variants) - {"jaxops", "jaxops.grad"}, key
+    assert len(groups) == len(variants) - len(checked), key
+    if case["tier"] in ("ir", "large") and case["unique"]:
+      assert {
+        "jaxops",
+        "plain",
+        "openvino",
+        "onnxruntime",
+        "jaxops.grad",
+        "plain.grad",
+      } <= set(variants), key
+      torch = {"torch", "torch.grad"}
+      if _torch_ran(results):
+        assert torch <= set(variants), key
+      else:
+        assert all("not installed" in case["skipped"][t] for t in torch), key
+    if case["op"].startswith("gather") and case["tier"] != "sweep":
+      assert "jaxops_clip" in variants, key
+  scatter = cases["scatter_nd_update/large"]
+  for name in ("jaxops.donated", "jaxops_unique.donated"):
+    assert scatter["variants"][name]["donation_used"], name
+  if _torch_ran(results):
+    assert scatter["variants"]["torch.inplace"]["donated"]
+
+
+def test_vmap_cases(smoke_run):
+  _, _, results, _ = smoke_run
+  vmap = [c for c in results["cases"] if c["tier"] == "vmap"]
+  assert {c["op"] for c in vmap} == set(OPS)
+  for case in vmap:
+    assert {"jaxops", "batched", "loop", "jaxops.grad", "batched.grad"} <= set(
+      case["variants"]
+    ), case["key"]
+    assert case["batch"] > 1 and 0 in case["in_axes"]
+  data = next(c for c in vmap if c["key"] == "scatter_nd_update/vmap_data")
+  assert data["in_axes"] == [0, None, None]
+  assert data["variants"]["batched.donated"]["donation_used"]
+
+
+def test_duplicate_indices_case(smoke_run):
+  _, _, results, _ = smoke_run
+  case = next(
+    c for c in results["cases"] if c["key"] == "scatter_nd_update/large_dup10"
+  )
+  assert not case["unique"] and case["peer_threads"] == 1
+  assert {
+    "jaxops",
+    "jaxops.donated",
+    "openvino",
+    "onnxruntime",
+    "jaxops.grad",
+  } <= set(case["variants"])
+  for name in ("jaxops_unique", "plain", "torch", "torch.inplace"):
+    assert name not in case["variants"] and case["skipped"][name], name
+
+
+def test_bars_evaluated(smoke_run):
+  _, stdout, results, _ = smoke_run
+  verdicts = results["bars"]
+  assert {v["op"] for v in verdicts} == set(OPS)
+  for v in verdicts:
+    assert v["met"] in (True, False, None) and v["summary"], v
+    assert v["allocator"] == "system"
+    assert "issue" not in v["bar"].lower()
+    if v["met"] is not None:
+      assert v["checks"], v
+  names = {(v["op"], v["bar"]) for v in verdicts}
+  assert any(op == "scatter_nd_update" and "1.4x" in bar for op, bar in names)
+  assert any(op == "gather_nd" and "mode='clip'" in bar for op, bar in names)
+  assert all(
+    v["met"] is not None
+    for v in verdicts
+    if v["bar"].startswith(("compile", "vmap"))
+  )
 
 
 def test_bit_exact_gate_fails_loudly():
   """A formulation that disagrees stops the bench before timing."""
-  import numpy as np
-
   from bench import harness
+
   case = harness.Case(
-      op="toy", name="mismatch", tier="ir", shapes="", make_inputs=None,
-      forms={}, diff_argnums=(), traffic=harness.Traffic(0))
-  outputs = {"jaxops": ("fwd", [np.array([1.0, 2.0], np.float32)]),
-             "plain": ("fwd", [np.array([1.0, 3.0], np.float32)])}
+    op="toy",
+    name="mismatch",
+    tier="ir",
+    shapes="",
+    make_inputs=None,
+    forms={},
+    diff_argnums=(),
+    traffic=harness.Traffic(0),
+  )
+  outputs = {
+    "jaxops": ("fwd", [np.array([1.0, 2.0], np.float32)]),
+    "plain": ("fwd", [np.array([1.0, 3.0], np.float32)]),
+  }
   with pytest.raises(harness.BitExactError, match="1 of 2 elements differ"):
     harness.check_bit_exact(case, outputs)
   outputs["plain"] = ("fwd", [np.array([1.0, 2.0], np.float32)])
   assert harness.check_bit_exact(case, outputs)[0]["result"] == "bit-exact"
+
+
+def test_allocator_restart_environment(tmp_path, monkeypatch):
+  from bench import allocator
+
+  clean = {"PATH": "/usr/bin"}
+  assert allocator.restart_env("system", clean) is None
+  # A preloaded allocator is removed for `system`, then the run restarts.
+  env = allocator.restart_env(
+    "system", {**clean, "LD_PRELOAD": "/x/libjemalloc.so.2 /x/libfoo.so"}
+  )
+  assert env["LD_PRELOAD"] == "/x/libfoo.so"
+  assert env[allocator.MARKER] == "system"
+  assert allocator.restart_env("system", env) is None
+  env = allocator.restart_env("hugetlb", clean)
+  assert env["GLIBC_TUNABLES"] == allocator.HUGETLB
+  library = tmp_path / "libjemalloc.so.2"
+  library.write_bytes(b"")
+  monkeypatch.setenv("BENCH_JEMALLOC", str(library))
+  env = allocator.restart_env("jemalloc", clean)
+  assert env["LD_PRELOAD"] == str(library)
+  assert env["MALLOC_CONF"] == allocator.JEMALLOC_CONF
+  assert env["TBB_ENABLE_SANITIZERS"] == "1"  # OpenVINO under a preload
+  assert allocator.restart_env("jemalloc", env) is None
+  monkeypatch.setenv("BENCH_TCMALLOC", str(tmp_path / "absent.so"))
+  with pytest.raises(SystemExit, match="BENCH_TCMALLOC"):
+    allocator.restart_env("tcmalloc", clean)
+
+
+def test_missing_allocator_says_how_to_install(monkeypatch):
+  from bench import allocator
+
+  monkeypatch.delenv("BENCH_TCMALLOC", raising=False)
+  monkeypatch.setattr(allocator, "_ld_cache", dict)
+  monkeypatch.setattr(allocator, "_SEARCH_DIRS", ())
+  with pytest.raises(SystemExit, match="apt-get install libtcmalloc-minimal4"):
+    allocator.find_library("tcmalloc")
+
+
+def _bench_imports(path: pathlib.Path) -> set[str]:
+  """The bench modules `path` imports (any level)."""
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module:
+      if node.module == "bench":
+        names |= {f"bench.{a.name}" for a in node.names}
+      elif node.module.startswith("bench."):
+        names.add(node.module)
+    elif isinstance(node, ast.Import):
+      names |= {a.name for a in node.names if a.name.startswith("bench")}
+  return names
+
+
+def test_bench_modules_form_a_dag():
+  """No import cycle; the harness and the bar kinds import no bench module."""
+  modules = {}
+  for path in (ROOT / "bench").rglob("*.py"):
+    rel = path.relative_to(ROOT).with_suffix("")
+    name = ".".join(rel.parts).removesuffix(".__init__")
+    modules[name] = _bench_imports(path) - {name}
+  assert modules["bench.harness"] == set()
+  assert modules["bench.bars"] == set()
+  state: dict[str, str] = {}
+
+  def visit(name, trail):
+    if state.get(name) == "done":
+      return
+    assert state.get(name) != "open", " -> ".join(trail + [name])
+    state[name] = "open"
+    for dep in modules.get(name, ()):
+      visit(dep, trail + [name])
+    state[name] = "done"
+
+  for name in modules:
+    visit(name, [])

@@ -19,20 +19,27 @@ import time
 
 import pytest
 
+from tests.support import processes
+
 # Each check runs in a subprocess with its own JAX configuration: run once.
 pytestmark = pytest.mark.jax_modes(None)
-
-from tests.support import processes
 
 EXAMPLES = processes.REPO_ROOT / "examples"
 TIMEOUT_S = 240
 
 # Example -> command-line arguments (small settings where the script has them).
 RUNS = {
-    "quickstart": [],
-    "train_infill": ["--steps", "300"],
-    "batched": [],
-    "sharded": ["--cpu"],
+  "quickstart": [],
+  "train_infill": ["--steps", "300"],
+  "batched": [],
+  "sharded": ["--cpu"],
+  "export_onnx": ["--steps", "100"],
+}
+# Examples that need an optional extra, skipped where it cannot install.
+NEEDS = {
+  "export_onnx": pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="jaxops[onnx] needs Python >= 3.11"
+  )
 }
 
 
@@ -42,29 +49,42 @@ def _execute(name: str) -> dict[str, object]:
   start = time.perf_counter()
   try:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py"), *RUNS[name]], env=env,
-        capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+      [sys.executable, str(EXAMPLES / f"{name}.py"), *RUNS[name]],
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=TIMEOUT_S,
+      check=False,
+    )
   except subprocess.TimeoutExpired as e:
-    return {"returncode": None, "stdout": e.stdout or "",
-            "stderr": f"timed out after {TIMEOUT_S} s", "seconds": TIMEOUT_S}
-  return {"returncode": proc.returncode, "stdout": proc.stdout,
-          "stderr": proc.stderr[-4000:],
-          "seconds": time.perf_counter() - start}
+    return {
+      "returncode": None,
+      "stdout": e.stdout or "",
+      "stderr": f"timed out after {TIMEOUT_S} s",
+      "seconds": TIMEOUT_S,
+    }
+  return {
+    "returncode": proc.returncode,
+    "stdout": proc.stdout,
+    "stderr": proc.stderr[-4000:],
+    "seconds": time.perf_counter() - start,
+  }
 
 
 @pytest.fixture(scope="session")
 def example_output(tmp_path_factory, worker_id):
   """name -> {returncode, stdout, stderr, seconds}, each example run once."""
-  shared = processes.shared_dir(tmp_path_factory, worker_id,
-                                         "examples")
+  shared = processes.shared_dir(tmp_path_factory, worker_id, "examples")
   cache: dict[str, dict[str, object]] = {}
 
   def get(name: str) -> dict[str, object]:
     if name not in cache:
       path = processes.produce_once(
-          shared, f"example_{name}.json",
-          lambda partial: partial.write_text(json.dumps(_execute(name))),
-          TIMEOUT_S)
+        shared,
+        f"example_{name}.json",
+        lambda partial: partial.write_text(json.dumps(_execute(name))),
+        TIMEOUT_S,
+      )
       cache[name] = json.loads(path.read_text())
     return cache[name]
 
@@ -74,8 +94,9 @@ def example_output(tmp_path_factory, worker_id):
 def _stdout(example_output, name: str) -> str:
   result = example_output(name)
   assert result["returncode"] == 0, (
-      f"{name}.py exited with {result['returncode']}\nstdout:\n"
-      f"{result['stdout']}\nstderr:\n{result['stderr']}")
+    f"{name}.py exited with {result['returncode']}\nstdout:\n"
+    f"{result['stdout']}\nstderr:\n{result['stderr']}"
+  )
   return result["stdout"]
 
 
@@ -83,7 +104,10 @@ def _floats(pattern: str, text: str) -> list[float]:
   return [float(x) for x in re.findall(pattern, text)]
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.parametrize(
+  "name",
+  [pytest.param(name, marks=NEEDS.get(name, ())) for name in sorted(RUNS)],
+)
 def test_example_runs_quickly(example_output, name):
   _stdout(example_output, name)
   # Generous: the machine running the suite may be loaded.
@@ -94,12 +118,17 @@ def test_quickstart_loss_falls_and_gradients_check(example_output):
   out = _stdout(example_output, "quickstart")
   losses = _floats(r"loss (\d+\.\d+)", out)
   assert len(losses) >= 2 and losses[-1] < losses[0] - 0.3, out
-  assert "check_grads (float64, order 2, forward and reverse mode): passed" in out
+  assert (
+    "check_grads (float64, order 2, forward and reverse mode): passed" in out
+  )
 
 
 def _infill_result(out: str) -> tuple[float, float, float]:
-  match = re.search(r"RESULT held-out loss (\d+\.\d+) -> (\d+\.\d+), "
-                    r"Bayes-optimal (\d+\.\d+)", out)
+  match = re.search(
+    r"RESULT held-out loss (\d+\.\d+) -> (\d+\.\d+), "
+    r"Bayes-optimal (\d+\.\d+)",
+    out,
+  )
   assert match, out
   return tuple(float(x) for x in match.groups())
 
@@ -110,15 +139,16 @@ def test_train_infill_loss_falls_towards_bayes(example_output):
   assert abs(initial - 2.6391) < 0.1, f"untrained loss {initial} != log(14)"
   assert final < initial - 1.0, out
   assert final - bayes < 0.15, f"300 steps end {final - bayes:.3f} above Bayes"
-  during = _floats(r"held-out loss (\d+\.\d+)\n", out)   # the step lines
+  during = _floats(r"held-out loss (\d+\.\d+)\n", out)  # the step lines
   assert len(during) == 6 and during[-1] < during[0], out  # 1, 25..200, 300
 
 
 def test_train_infill_does_not_beat_bayes(example_output):
   # Beating the Bayes-optimal loss on 4096 held-out examples by more than
   # noise would mean the model sees the hidden symbol (a masking bug).
-  initial, final, bayes = _infill_result(_stdout(example_output,
-                                                 "train_infill"))
+  initial, final, bayes = _infill_result(
+    _stdout(example_output, "train_infill")
+  )
   assert final > bayes - 0.05, (final, bayes)
 
 
@@ -145,3 +175,20 @@ def test_sharded_communication_only_where_expected(example_output):
   assert "15/15 layouts communicate exactly where expected" in out, out
   free = [line for line in out.splitlines() if "collectives: none" in line]
   assert len(free) == 8, out
+
+
+@NEEDS["export_onnx"]
+def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
+  out = _stdout(example_output, "export_onnx")
+  match = re.search(r"held-out loss (\d+\.\d+) -> (\d+\.\d+)", out)
+  assert match, out
+  assert float(match[2]) < float(match[1]) - 0.5, out
+  plain, ours = (int(n) for n in re.findall(r"(\d+) nodes \(", out))
+  assert ours < plain, out
+  line = next(
+    line for line in out.splitlines() if line.startswith("jaxops.onnx:")
+  )
+  for kind in ("GatherND 2", "GatherElements 1", "ScatterND 1", "Slice 3"):
+    assert kind in line, line
+  assert out.count("predictions equal") == 2, out
+  assert "RESULT JAX, onnxruntime and OpenVINO agree" in out

@@ -45,8 +45,9 @@ def test_x32_numpy_float64_updates_take_canonical_dtype():
   args = (np.zeros((4, 5)), np.array([[0], [2]]), np.ones((2, 5)))
   eager = jaxops.scatter_nd_update(*args)
   assert_same(eager, np.array(jax.jit(jaxops.scatter_nd_update)(*args)))
-  assert_same(eager, np.where(np.arange(4)[:, None] % 2 == 0, 1.0,
-                              np.zeros((4, 5))))
+  assert_same(
+    eager, np.where(np.arange(4)[:, None] % 2 == 0, 1.0, np.zeros((4, 5)))
+  )
 
 
 def test_jax_float32_data_with_numpy_float64_updates(jax_mode):
@@ -57,8 +58,11 @@ def test_jax_float32_data_with_numpy_float64_updates(jax_mode):
     assert_same(call(updates), np.array(jax.jit(call)(updates)))
     return
   for fn in (call, jax.jit(call)):
-    with pytest.raises(TypeError, match=r"updates dtype float64 must equal "
-                       r"data dtype float32"):
+    with pytest.raises(
+      TypeError,
+      match=r"updates dtype float64 must equal "
+      r"data dtype float32",
+    ):
       fn(updates)
 
 
@@ -69,28 +73,46 @@ def test_works_under_every_promotion_config(rank, dtype):
     data = np.arange(20.0, dtype=np.float32).reshape(4, 5)
     out = jaxops.gather_nd(data, np.array([[1, 2], [-1, 0]]))
     assert_same(out, np.array([7.0, 15.0], np.float32))
-    out = jaxops.scatter_nd_update(data, np.array([[0], [-1]]),
-                                   np.ones((2, 5), np.float32))
+    out = jaxops.scatter_nd_update(
+      data, np.array([[0], [-1]]), np.ones((2, 5), np.float32)
+    )
     assert_same(out[::3], np.ones((2, 5), np.float32))
-    grad = jax.grad(lambda d: jaxops.gather_elements(
-        d, np.array([[0], [1]]), axis=1).sum())(data[:2])
+    grad = jax.grad(
+      lambda d: jaxops.gather_elements(d, np.array([[0], [1]]), axis=1).sum()
+    )(data[:2])
     assert_same(grad[:, :2], np.eye(2, dtype=np.float32))
 
 
-@pytest.mark.parametrize("stop,stride,begin_mask,end_mask", [
-    (-6, -2**63, 0, 0), (0, -2**63, 0, 0), (0, -2**63, 1, 1),
-    (-6, INT64.min, 0, 1), (5, INT64.max, 1, 0)])
+@pytest.mark.parametrize(
+  "stop,stride,begin_mask,end_mask",
+  [
+    (-6, -(2**63), 0, 0),
+    (0, -(2**63), 0, 0),
+    (0, -(2**63), 1, 1),
+    (-6, INT64.min, 0, 1),
+    (5, INT64.max, 1, 0),
+  ],
+)
 def test_strided_slice_extreme_strides(stop, stride, begin_mask, end_mask):
   """What tf.strided_slice returns: one element, for x[-1:-6:-2**63] etc."""
   x = np.arange(5.0, dtype=np.float32)
   start = -1 if stride < 0 else 0
-  out = jaxops.strided_slice(x, [start], [stop], [stride],
-                             begin_mask=[begin_mask], end_mask=[end_mask])
+  out = jaxops.strided_slice(
+    x, [start], [stop], [stride], begin_mask=[begin_mask], end_mask=[end_mask]
+  )
   expected = x[4:5] if stride < 0 else x[0:1]
   assert_same(out, expected)
-  assert jaxops.shapes.strided_slice(
-      x.shape, [start], [stop], [stride], begin_mask=[begin_mask],
-      end_mask=[end_mask]) == expected.shape
+  assert (
+    jaxops.shapes.strided_slice(
+      x.shape,
+      [start],
+      [stop],
+      [stride],
+      begin_mask=[begin_mask],
+      end_mask=[end_mask],
+    )
+    == expected.shape
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -100,9 +122,10 @@ def test_strided_slice_extreme_strides(stop, stride, begin_mask, end_mask):
 @dataclasses.dataclass(frozen=True)
 class Op:
   """One operator call: static attributes closed over, array args free."""
+
   name: str
   fn: Callable[..., jax.Array]
-  args: tuple[Any, ...]          # canonical NumPy arguments, valid indices
+  args: tuple[Any, ...]  # canonical NumPy arguments, valid indices
   diff_argnums: tuple[int, ...]  # the float arguments
 
 
@@ -119,31 +142,74 @@ _SCATTER_UPDATES = np.arange(10, 25, dtype=np.float32).reshape(3, 5)
 def _ops() -> list[Op]:
   ops = []
   for mode in ("fill", "clip", "promise_in_bounds"):
-    ops.append(Op(f"gather_nd_{mode}", functools.partial(
-        jaxops.gather_nd, mode=mode), (_data(), _GATHER_ND_INDICES), (0,)))
-    ops.append(Op(f"gather_nd_batch1_{mode}", functools.partial(
-        jaxops.gather_nd, batch_dims=1, mode=mode),
-                  (_data(), np.array([[0], [4], [-1], [2]])), (0,)))
-    ops.append(Op(f"gather_elements_{mode}", functools.partial(
-        jaxops.gather_elements, axis=1, mode=mode),
-                  (_data()[:2], _GATHER_ELEMENTS_INDICES), (0,)))
+    ops.append(
+      Op(
+        f"gather_nd_{mode}",
+        functools.partial(jaxops.gather_nd, mode=mode),
+        (_data(), _GATHER_ND_INDICES),
+        (0,),
+      )
+    )
+    ops.append(
+      Op(
+        f"gather_nd_batch1_{mode}",
+        functools.partial(jaxops.gather_nd, batch_dims=1, mode=mode),
+        (_data(), np.array([[0], [4], [-1], [2]])),
+        (0,),
+      )
+    )
+    ops.append(
+      Op(
+        f"gather_elements_{mode}",
+        functools.partial(jaxops.gather_elements, axis=1, mode=mode),
+        (_data()[:2], _GATHER_ELEMENTS_INDICES),
+        (0,),
+      )
+    )
   for mode in ("drop", "clip", "promise_in_bounds"):
     for unique in (False, True):
       indices = _SCATTER_INDICES[:2] if unique else _SCATTER_INDICES
       updates = _SCATTER_UPDATES[:2] if unique else _SCATTER_UPDATES
-      ops.append(Op(
+      ops.append(
+        Op(
           f"scatter_nd_update_{mode}{'_unique' if unique else ''}",
-          functools.partial(jaxops.scatter_nd_update, mode=mode,
-                            unique_indices=unique),
-          (_data(), indices, updates), (0, 2)))
-  ops.append(Op("strided_slice", functools.partial(
-      jaxops.strided_slice, begin=[-1, 0, 0], end=[0, 0, 5],
-      strides=[-2, 1, 2], end_mask=[0, 1], new_axis_mask=[0, 0, 1]),
-                (_data(),), (0,)))
-  ops.append(Op("strided_slice_shrink", functools.partial(
-      jaxops.strided_slice, begin=[1, -1], end=[0, 0],
-      shrink_axis_mask=[1, 0], begin_mask=[0, 1], strides=[1, -1]),
-                (_data(),), (0,)))
+          functools.partial(
+            jaxops.scatter_nd_update, mode=mode, unique_indices=unique
+          ),
+          (_data(), indices, updates),
+          (0, 2),
+        )
+      )
+  ops.append(
+    Op(
+      "strided_slice",
+      functools.partial(
+        jaxops.strided_slice,
+        begin=[-1, 0, 0],
+        end=[0, 0, 5],
+        strides=[-2, 1, 2],
+        end_mask=[0, 1],
+        new_axis_mask=[0, 0, 1],
+      ),
+      (_data(),),
+      (0,),
+    )
+  )
+  ops.append(
+    Op(
+      "strided_slice_shrink",
+      functools.partial(
+        jaxops.strided_slice,
+        begin=[1, -1],
+        end=[0, 0],
+        shrink_axis_mask=[1, 0],
+        begin_mask=[0, 1],
+        strides=[1, -1],
+      ),
+      (_data(),),
+      (0,),
+    )
+  )
   return ops
 
 
@@ -158,8 +224,13 @@ def _forms(value: np.ndarray) -> dict[str, Any]:
     forms["numpy_float64"] = value.astype(np.float64)
     forms["numpy_float16"] = value.astype(np.float16)  # a real dtype mismatch
   else:
-    for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8 if
-                  value.min() >= 0 else np.int16):
+    for dtype in (
+      np.int8,
+      np.int16,
+      np.int32,
+      np.int64,
+      np.uint8 if value.min() >= 0 else np.int16,
+    ):
       forms[f"numpy_{np.dtype(dtype).name}"] = value.astype(dtype)
     forms["jax_int32"] = jnp.asarray(value, jnp.int32)
   return forms
@@ -195,12 +266,14 @@ def test_eager_equals_jit_for_every_input_form(op):
 
 def test_eager_equals_jit_for_python_scalar_updates():
   """A 0-d update as a Python scalar: weakly typed under jit, as eagerly."""
-  update = functools.partial(jaxops.scatter_nd_update, np.zeros(3, np.float16),
-                             np.array([1]))
+  update = functools.partial(
+    jaxops.scatter_nd_update, np.zeros(3, np.float16), np.array([1])
+  )
   for value in (2, 2.5):
     assert_same(update(value), np.array(jax.jit(update)(value)))
-  int_update = functools.partial(jaxops.scatter_nd_update,
-                                 np.zeros(3, np.int32), np.array([1]))
+  int_update = functools.partial(
+    jaxops.scatter_nd_update, np.zeros(3, np.int32), np.array([1])
+  )
   assert_same(int_update(2), np.array(jax.jit(int_update)(2)))
   for fn in (int_update, jax.jit(int_update)):
     with pytest.raises(TypeError, match="updates given as a Python float"):
@@ -222,9 +295,12 @@ def _transformed(op: Op, transform: str):
     loss = lambda *a: jnp.sum(jnp.sin(op.fn(*a)))
     return jax.grad(loss, argnums=op.diff_argnums), args
   if transform == "jvp":
-    tangents = tuple(np.ones_like(a) if i in op.diff_argnums else
-                     np.zeros(a.shape, jax.dtypes.float0)
-                     for i, a in enumerate(args))
+    tangents = tuple(
+      np.ones_like(a)
+      if i in op.diff_argnums
+      else np.zeros(a.shape, jax.dtypes.float0)
+      for i, a in enumerate(args)
+    )
     return (lambda *a: jax.jvp(op.fn, a, tangents)), args
   assert transform == "vmap"
   return jax.vmap(op.fn), tuple(np.stack([a, a]) for a in args)
@@ -238,17 +314,22 @@ def test_export_every_platform_round_trips(op, transform):
   exported = jax.export.export(jax.jit(fn), platforms=PLATFORMS)(*args)
   assert exported.platforms == PLATFORMS
   restored = jax.export.deserialize(exported.serialize())
-  for got, want in zip(jax.tree.leaves(restored.call(*args)),
-                       jax.tree.leaves(jax.jit(fn)(*args))):
+  for got, want in zip(
+    jax.tree.leaves(restored.call(*args)), jax.tree.leaves(jax.jit(fn)(*args))
+  ):
     assert_same(got, np.asarray(want))
 
 
 def test_checkify_still_reports_dropped_scatter_tuples():
-  checked = checkify.checkify(jax.jit(jaxops.scatter_nd_update),
-                              errors=checkify.user_checks)
+  checked = checkify.checkify(
+    jax.jit(jaxops.scatter_nd_update), errors=checkify.user_checks
+  )
   err, out = checked(_data(), np.array([[1], [9]]), _SCATTER_UPDATES[:2])
-  with pytest.raises(checkify.JaxRuntimeError, match=r"ScatterNDUpdate-3: an "
-                     r"index tuple is out of range for the indexed dims \(4,\)"):
+  with pytest.raises(
+    checkify.JaxRuntimeError,
+    match=r"ScatterNDUpdate-3: an "
+    r"index tuple is out of range for the indexed dims \(4,\)",
+  ):
     err.throw()
   assert_same(out[1], _SCATTER_UPDATES[0])
   err, _ = checked(_data(), np.array([[1], [-4]]), _SCATTER_UPDATES[:2])
@@ -277,29 +358,41 @@ def _count_traces():
 
 
 _EQUIVALENT_ATTRIBUTES = {
-    "gather_nd_batch_dims": (
-        lambda d, i, b: jaxops.gather_nd(d, i, batch_dims=b),
-        (_data(), np.array([[0], [4], [-1], [2]])),
-        [1, np.int64(1), np.array(1, np.int32)]),
-    "gather_elements_axis": (
-        lambda d, i, a: jaxops.gather_elements(d, i, axis=a),
-        (_data()[:2], _GATHER_ELEMENTS_INDICES),
-        [1, -1, np.int32(-1), np.array(1)]),
-    "gather_fill_value": (
-        lambda d, i, f: jaxops.gather_nd(d, i, fill_value=f),
-        (_data(), _GATHER_ND_INDICES), [0.5, np.float32(0.5), np.array(0.5)]),
-    "scatter_unique_indices": (
-        lambda d, i, u, q: jaxops.scatter_nd_update(d, i, u, unique_indices=q),
-        (_data(), _SCATTER_INDICES[:2], _SCATTER_UPDATES[:2]),
-        [True, np.bool_(True)]),
-    "strided_slice_spec": (
-        lambda d, s: jaxops.strided_slice(d, *s[:3], **s[3]),
-        (_data(),),
-        [([-1, 0], [0, 0], [-2, 1], {"end_mask": [0, 1]}),
-         ((-1, 0), (0, 0), (-2, 1), {"end_mask": (0, 1, 0, 0)}),
-         (np.array([-1, 0]), np.array([0, 9]), np.array([-2, 1]),
-          {"end_mask": 2, "begin_mask": 0}),
-         ([-1, 0], [0, 0], [-2, 1], {"end_mask": np.array([0, 1])})]),
+  "gather_nd_batch_dims": (
+    lambda d, i, b: jaxops.gather_nd(d, i, batch_dims=b),
+    (_data(), np.array([[0], [4], [-1], [2]])),
+    [1, np.int64(1), np.array(1, np.int32)],
+  ),
+  "gather_elements_axis": (
+    lambda d, i, a: jaxops.gather_elements(d, i, axis=a),
+    (_data()[:2], _GATHER_ELEMENTS_INDICES),
+    [1, -1, np.int32(-1), np.array(1)],
+  ),
+  "gather_fill_value": (
+    lambda d, i, f: jaxops.gather_nd(d, i, fill_value=f),
+    (_data(), _GATHER_ND_INDICES),
+    [0.5, np.float32(0.5), np.array(0.5)],
+  ),
+  "scatter_unique_indices": (
+    lambda d, i, u, q: jaxops.scatter_nd_update(d, i, u, unique_indices=q),
+    (_data(), _SCATTER_INDICES[:2], _SCATTER_UPDATES[:2]),
+    [True, np.bool_(True)],
+  ),
+  "strided_slice_spec": (
+    lambda d, s: jaxops.strided_slice(d, *s[:3], **s[3]),
+    (_data(),),
+    [
+      ([-1, 0], [0, 0], [-2, 1], {"end_mask": [0, 1]}),
+      ((-1, 0), (0, 0), (-2, 1), {"end_mask": (0, 1, 0, 0)}),
+      (
+        np.array([-1, 0]),
+        np.array([0, 9]),
+        np.array([-2, 1]),
+        {"end_mask": 2, "begin_mask": 0},
+      ),
+      ([-1, 0], [0, 0], [-2, 1], {"end_mask": np.array([0, 1])}),
+    ],
+  ),
 }
 
 
@@ -324,10 +417,28 @@ def test_equivalent_attributes_do_not_retrace(name):
 # ---------------------------------------------------------------------------
 # StridedSlice attributes over the whole int64 range.
 
-_EXTREMES = st.sampled_from([INT64.min, INT64.min + 1, -2**32, -7, -6, -5, -1,
-                             0, 1, 4, 5, 6, 2**32, INT64.max - 1, INT64.max])
-_INT64 = st.one_of(_EXTREMES, st.integers(INT64.min, INT64.max),
-                   st.integers(-8, 8))
+_EXTREMES = st.sampled_from(
+  [
+    INT64.min,
+    INT64.min + 1,
+    -(2**32),
+    -7,
+    -6,
+    -5,
+    -1,
+    0,
+    1,
+    4,
+    5,
+    6,
+    2**32,
+    INT64.max - 1,
+    INT64.max,
+  ]
+)
+_INT64 = st.one_of(
+  _EXTREMES, st.integers(INT64.min, INT64.max), st.integers(-8, 8)
+)
 
 
 @st.composite
@@ -335,18 +446,39 @@ def _int64_specs(draw):
   shape = tuple(draw(st.lists(st.integers(0, 5), min_size=1, max_size=3)))
   m = draw(st.integers(1, 4))
   values = [draw(st.lists(_INT64, min_size=m, max_size=m)) for _ in range(3)]
-  kinds = draw(st.lists(st.sampled_from(
-      ["slice", "slice", "slice", "begin", "end", "both", "new_axis",
-       "shrink", "ellipsis"]), min_size=m, max_size=m))
+  kinds = draw(
+    st.lists(
+      st.sampled_from(
+        [
+          "slice",
+          "slice",
+          "slice",
+          "begin",
+          "end",
+          "both",
+          "new_axis",
+          "shrink",
+          "ellipsis",
+        ]
+      ),
+      min_size=m,
+      max_size=m,
+    )
+  )
   return shape, values, kinds
 
 
 def _masks(kinds):
-  bits = {"begin_mask": ("begin", "both"), "end_mask": ("end", "both"),
-          "new_axis_mask": ("new_axis",), "shrink_axis_mask": ("shrink",),
-          "ellipsis_mask": ("ellipsis",)}
-  return {name: [int(kind in which) for kind in kinds]
-          for name, which in bits.items()}
+  bits = {
+    "begin_mask": ("begin", "both"),
+    "end_mask": ("end", "both"),
+    "new_axis_mask": ("new_axis",),
+    "shrink_axis_mask": ("shrink",),
+    "ellipsis_mask": ("ellipsis",),
+  }
+  return {
+    name: [int(kind in which) for kind in kinds] for name, which in bits.items()
+  }
 
 
 def _numpy_index(shape, begin, end, strides, kinds):
@@ -380,8 +512,13 @@ def _numpy_index(shape, begin, end, strides, kinds):
       size = shape[dim]
       if k < 0 and b < -size and kind not in ("begin", "both"):
         b = 0
-      index.append(slice(None if kind in ("begin", "both") else b,
-                         None if kind in ("end", "both") else e, k))
+      index.append(
+        slice(
+          None if kind in ("begin", "both") else b,
+          None if kind in ("end", "both") else e,
+          k,
+        )
+      )
       dim += 1
   return tuple(index)
 
@@ -399,5 +536,7 @@ def test_strided_slice_int64_attributes(spec):
     return
   expected = x[index]
   assert_same(jaxops.strided_slice(x, begin, end, strides, **masks), expected)
-  assert jaxops.shapes.strided_slice(shape, begin, end, strides,
-                                     **masks) == expected.shape
+  assert (
+    jaxops.shapes.strided_slice(shape, begin, end, strides, **masks)
+    == expected.shape
+  )

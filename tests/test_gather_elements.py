@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from jax.experimental import checkify
 from jax.test_util import check_grads
 
-from tests.support.asserts import assert_same
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support.asserts import assert_same
 
 # ---------------------------------------------------------------------------
 # Examples of the ONNX GatherElements-11/13 specification. The -13 text is
@@ -37,11 +37,11 @@ EX1 = ([[1, 2], [3, 4]], [[0, 0], [1, 0]], 1)
 EX2 = ([[1, 2, 3], [4, 5, 6], [7, 8, 9]], [[1, 2, 0], [2, 0, 0]], 0)
 
 SPEC_EXAMPLES = {
-    "v13_example1": (*EX1, [[1, 1], [4, 3]]),
-    "v13_example2": (*EX2, [[4, 8, 3], [7, 2, 3]]),
-    # As printed in the -11 text, with the extra bracket level.
-    "v11_example1_bracket_erratum": (*EX1, [[[1, 1], [4, 3]]]),
-    "v11_example2_bracket_erratum": (*EX2, [[[4, 8, 3], [7, 2, 3]]]),
+  "v13_example1": (*EX1, [[1, 1], [4, 3]]),
+  "v13_example2": (*EX2, [[4, 8, 3], [7, 2, 3]]),
+  # As printed in the -11 text, with the extra bracket level.
+  "v11_example1_bracket_erratum": (*EX1, [[[1, 1], [4, 3]]]),
+  "v11_example2_bracket_erratum": (*EX2, [[[4, 8, 3], [7, 2, 3]]]),
 }
 
 
@@ -61,19 +61,25 @@ def test_spec_example(name, index_dtype):
   out = jaxops.gather_elements(data, indices, axis)
   assert out.shape == indices.shape
   assert_same(out, expected, name)
-  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
-      data, indices, axis), expected, name)
+  assert_same(
+    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
+    expected,
+    name,
+  )
   assert_same(gs.np_gather_elements(data, indices, axis), expected, name)
-  assert shapes.gather_elements(data.shape, indices.shape, axis) == \
-      indices.shape
+  assert (
+    shapes.gather_elements(data.shape, indices.shape, axis) == indices.shape
+  )
 
 
 def test_onnx_negative_indices_example():
   # The negative-indices example of the ONNX operator docs.
   data = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], np.float32)
   indices = np.array([[-1, -2, 0], [-2, 0, 0]], np.int32)
-  assert_same(jaxops.gather_elements(data, indices, axis=0),
-                 np.array([[7, 5, 3], [4, 2, 3]], np.float32))
+  assert_same(
+    jaxops.gather_elements(data, indices, axis=0),
+    np.array([[7, 5, 3], [4, 2, 3]], np.float32),
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -81,36 +87,89 @@ def test_onnx_negative_indices_example():
 # through the shape rule and through the operator (via eval_shape).
 
 BAD_SHAPES = {
-    "data_rank0": ((), (), 0, ValueError,
-                   r"data must have rank >= 1, got rank 0 \(data shape \(\), "
-                   r"indices shape \(\)\)"),
-    "rank_mismatch": ((2, 3), (2, 3, 1), 0, ValueError,
-                      r"rank\(indices\)=3 must equal rank\(data\)=2 "
-                      r"\(data shape \(2, 3\), indices shape \(2, 3, 1\)\)"),
-    "rank_mismatch_lower": ((2, 3), (6,), 0, ValueError,
-                            r"rank\(indices\)=1 must equal rank\(data\)=2"),
-    "axis_too_large": ((2, 3), (2, 3), 2, ValueError,
-                       r"axis=2 must be in \[-r, r-1\] = \[-2, 1\] for rank "
-                       r"r=2 \(data shape \(2, 3\), indices shape \(2, 3\)\)"),
-    "axis_too_small": ((2, 3, 4), (2, 3, 4), -4, ValueError,
-                       r"axis=-4 must be in \[-r, r-1\] = \[-3, 2\] for rank "
-                       r"r=3 \(data shape \(2, 3, 4\)"),
-    "indices_dim_larger": (
-        (2, 3), (3, 3), 1, ValueError,
-        r"indices.shape\[0\]=3 must be <= data.shape\[0\]=2 in every dim "
-        r"other than axis=1 \(data shape \(2, 3\), indices shape \(3, 3\)\)"),
-    "indices_dim_larger_negative_axis": (
-        (2, 3, 4), (2, 3, 5), -2, ValueError,
-        r"indices.shape\[2\]=5 must be <= data.shape\[2\]=4 in every dim "
-        r"other than axis=1"),
-    "negative_dim": ((2, -3), (2, 1), 0, ValueError,
-                     r"data shape \(2, -3\) has a negative dim"),
-    "axis_float": ((2, 3), (2, 3), 1.0, TypeError,
-                   r"axis must be an int, got float 1.0"),
-    "axis_bool": ((2, 3), (2, 3), False, TypeError,
-                  r"axis must be an int, got bool False"),
-    "axis_none": ((2, 3), (2, 3), None, TypeError,
-                  r"axis must be an int, got NoneType None"),
+  "data_rank0": (
+    (),
+    (),
+    0,
+    ValueError,
+    r"data must have rank >= 1, got rank 0 \(data shape \(\), "
+    r"indices shape \(\)\)",
+  ),
+  "rank_mismatch": (
+    (2, 3),
+    (2, 3, 1),
+    0,
+    ValueError,
+    r"rank\(indices\)=3 must equal rank\(data\)=2 "
+    r"\(data shape \(2, 3\), indices shape \(2, 3, 1\)\)",
+  ),
+  "rank_mismatch_lower": (
+    (2, 3),
+    (6,),
+    0,
+    ValueError,
+    r"rank\(indices\)=1 must equal rank\(data\)=2",
+  ),
+  "axis_too_large": (
+    (2, 3),
+    (2, 3),
+    2,
+    ValueError,
+    r"axis=2 must be in \[-r, r-1\] = \[-2, 1\] for rank "
+    r"r=2 \(data shape \(2, 3\), indices shape \(2, 3\)\)",
+  ),
+  "axis_too_small": (
+    (2, 3, 4),
+    (2, 3, 4),
+    -4,
+    ValueError,
+    r"axis=-4 must be in \[-r, r-1\] = \[-3, 2\] for rank "
+    r"r=3 \(data shape \(2, 3, 4\)",
+  ),
+  "indices_dim_larger": (
+    (2, 3),
+    (3, 3),
+    1,
+    ValueError,
+    r"indices.shape\[0\]=3 must be <= data.shape\[0\]=2 in every dim "
+    r"other than axis=1 \(data shape \(2, 3\), indices shape \(3, 3\)\)",
+  ),
+  "indices_dim_larger_negative_axis": (
+    (2, 3, 4),
+    (2, 3, 5),
+    -2,
+    ValueError,
+    r"indices.shape\[2\]=5 must be <= data.shape\[2\]=4 in every dim "
+    r"other than axis=1",
+  ),
+  "negative_dim": (
+    (2, -3),
+    (2, 1),
+    0,
+    ValueError,
+    r"data shape \(2, -3\) has a negative dim",
+  ),
+  "axis_float": (
+    (2, 3),
+    (2, 3),
+    1.0,
+    TypeError,
+    r"axis must be an int, got float 1.0",
+  ),
+  "axis_bool": (
+    (2, 3),
+    (2, 3),
+    False,
+    TypeError,
+    r"axis must be an int, got bool False",
+  ),
+  "axis_none": (
+    (2, 3),
+    (2, 3),
+    None,
+    TypeError,
+    r"axis must be an int, got NoneType None",
+  ),
 }
 
 
@@ -121,48 +180,67 @@ def test_shape_rule_rejects(name):
     shapes.gather_elements(data_shape, indices_shape, axis)
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in BAD_SHAPES if n != "negative_dim"])
+@pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
 def test_operator_rejects(name):
   data_shape, indices_shape, axis, exc, regex = BAD_SHAPES[name]
   with pytest.raises(exc, match="^GatherElements-13: " + regex):
-    jax.eval_shape(lambda d, i: jaxops.gather_elements(d, i, axis),
-                   jax.ShapeDtypeStruct(data_shape, jnp.float32),
-                   jax.ShapeDtypeStruct(indices_shape, jnp.int32))
+    jax.eval_shape(
+      lambda d, i: jaxops.gather_elements(d, i, axis),
+      jax.ShapeDtypeStruct(data_shape, jnp.float32),
+      jax.ShapeDtypeStruct(indices_shape, jnp.int32),
+    )
 
 
 BAD_CALLS = {
-    "float_indices": (
-        lambda: jaxops.gather_elements(np.zeros((2, 3)), np.zeros((2, 3))),
-        TypeError, r"indices must have an integer dtype, got float64 "
-        r"\(indices shape \(2, 3\)\)"),
-    "bool_indices": (
-        lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, bool)),
-        TypeError, r"indices must have an integer dtype, got bool"),
-    "traced_float_indices": (
-        lambda: jax.jit(jaxops.gather_elements)(
-            np.zeros((2, 3)), jnp.zeros((2, 3), jnp.float16)),
-        TypeError, r"indices must have an integer dtype, got float16"),
-    "traced_axis": (
-        lambda: jax.jit(jaxops.gather_elements)(
-            np.zeros((2, 3)), np.zeros((2, 3), np.int32), 1),
-        TypeError, r"axis must be a static Python int, got a traced value"),
-    "unknown_mode": (
-        lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, np.int32),
-                                       mode="drop"),
-        ValueError, r"mode='drop' must be one of \('fill', 'clip', "
-        r"'promise_in_bounds'\)"),
-    "array_fill_value": (
-        lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, np.int32),
-                                       fill_value=[1.0, 2.0]),
-        TypeError, r"fill_value must be a scalar, got an array of shape "
-        r"\(2,\)"),
-    "clip_on_empty_axis": (
-        lambda: jax.jit(lambda d, i: jaxops.gather_elements(
-            d, i, 1, mode="clip"))(np.zeros((2, 0)),
-                                   np.zeros((2, 1), np.int32)),
-        IndexError, r"cannot gather along axis=1 of size 0 \(data shape "
-        r"\(2, 0\)\)"),
+  "float_indices": (
+    lambda: jaxops.gather_elements(np.zeros((2, 3)), np.zeros((2, 3))),
+    TypeError,
+    r"indices must have an integer dtype, got float64 "
+    r"\(indices shape \(2, 3\)\)",
+  ),
+  "bool_indices": (
+    lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, bool)),
+    TypeError,
+    r"indices must have an integer dtype, got bool",
+  ),
+  "traced_float_indices": (
+    lambda: jax.jit(jaxops.gather_elements)(
+      np.zeros((2, 3)), jnp.zeros((2, 3), jnp.float16)
+    ),
+    TypeError,
+    r"indices must have an integer dtype, got float16",
+  ),
+  "traced_axis": (
+    lambda: jax.jit(jaxops.gather_elements)(
+      np.zeros((2, 3)), np.zeros((2, 3), np.int32), 1
+    ),
+    TypeError,
+    r"axis must be a static Python int, got a traced value",
+  ),
+  "unknown_mode": (
+    lambda: jaxops.gather_elements(
+      np.zeros(3), np.zeros(3, np.int32), mode="drop"
+    ),
+    ValueError,
+    r"mode='drop' must be one of \('fill', 'clip', "
+    r"'promise_in_bounds'\)",
+  ),
+  "array_fill_value": (
+    lambda: jaxops.gather_elements(
+      np.zeros(3), np.zeros(3, np.int32), fill_value=[1.0, 2.0]
+    ),
+    TypeError,
+    r"fill_value must be a scalar, got an array of shape "
+    r"\(2,\)",
+  ),
+  "clip_on_empty_axis": (
+    lambda: jax.jit(lambda d, i: jaxops.gather_elements(d, i, 1, mode="clip"))(
+      np.zeros((2, 0)), np.zeros((2, 1), np.int32)
+    ),
+    IndexError,
+    r"cannot gather along axis=1 of size 0 \(data shape "
+    r"\(2, 0\)\)",
+  ),
 }
 
 
@@ -207,11 +285,11 @@ def test_smaller_indices_dim_is_not_broadcast():
 
 
 SMALLER_INDICES = {
-    # name: (data shape, indices shape, axis)
-    "rank3_axis1": ((4, 3, 5), (2, 7, 1), 1),
-    "rank3_axis_last": ((3, 4, 5), (2, 4, 6), -1),
-    "rank4_axis0": ((2, 3, 4, 5), (3, 1, 4, 2), 0),
-    "rank2_all_ones": ((3, 4), (1, 1), 0),
+  # name: (data shape, indices shape, axis)
+  "rank3_axis1": ((4, 3, 5), (2, 7, 1), 1),
+  "rank3_axis_last": ((3, 4, 5), (2, 4, 6), -1),
+  "rank4_axis0": ((2, 3, 4, 5), (3, 1, 4, 2), 0),
+  "rank2_all_ones": ((3, 4), (1, 1), 0),
 }
 
 
@@ -222,15 +300,21 @@ def test_smaller_indices_dims(name):
   data = gs.random_values(rng, data_shape, np.float32)
   indices = gs.random_indices(rng, data_shape[axis], indices_shape)
   expected = gs.np_gather_elements(data, indices, axis)
-  assert shapes.gather_elements(data_shape, indices_shape, axis) == \
-      indices_shape
+  assert (
+    shapes.gather_elements(data_shape, indices_shape, axis) == indices_shape
+  )
   assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
-      data, indices, axis), expected, name)
+  assert_same(
+    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
+    expected,
+    name,
+  )
   grad = jax.grad(lambda d: jaxops.gather_elements(d, indices, axis).sum())(
-      data.astype(np.float64))
-  assert_same(grad, gs.read_counts(gs.np_gather_elements, data_shape,
-                                      indices, axis), name)
+    data.astype(np.float64)
+  )
+  assert_same(
+    grad, gs.read_counts(gs.np_gather_elements, data_shape, indices, axis), name
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -245,8 +329,13 @@ def test_data_dtypes(dtype):
   expected = gs.np_gather_elements(data, indices, 1)
   name = gs.dtype_id(dtype)
   assert_same(jaxops.gather_elements(data, indices, 1), expected, name)
-  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
-      jnp.asarray(data), indices, 1), expected, name)
+  assert_same(
+    jax.jit(jaxops.gather_elements, static_argnums=2)(
+      jnp.asarray(data), indices, 1
+    ),
+    expected,
+    name,
+  )
 
 
 @pytest.mark.parametrize("index_dtype", gs.INDEX_DTYPES, ids=gs.dtype_id)
@@ -257,24 +346,29 @@ def test_index_dtypes(index_dtype):
   info = np.iinfo(index_dtype)
   signed = np.issubdtype(index_dtype, np.signedinteger)
   top = min(300, int(info.max) + 1)
-  values = np.array([[0, top - 1, max(-300, int(info.min))],
-                     [-1 if signed else 1, 2, 0]])
+  values = np.array(
+    [[0, top - 1, max(-300, int(info.min))], [-1 if signed else 1, 2, 0]]
+  )
   indices = values.astype(index_dtype)
   expected = gs.np_gather_elements(data, indices, 1)
   assert_same(jaxops.gather_elements(data, indices, 1), expected)
-  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
-      data, jnp.asarray(indices), 1), expected)
+  assert_same(
+    jax.jit(jaxops.gather_elements, static_argnums=2)(
+      data, jnp.asarray(indices), 1
+    ),
+    expected,
+  )
 
 
 # ---------------------------------------------------------------------------
 # Zero-size inputs: (data shape, indices shape, axis).
 
 ZERO_SIZE = {
-    "empty_indices_on_axis": ((3, 4), (3, 0), 1),
-    "empty_indices_off_axis": ((3, 4), (0, 4), 1),
-    "empty_data_and_indices": ((0, 4), (0, 2), 1),
-    "empty_axis_no_indices": ((3, 0), (3, 0), 1),
-    "empty_other_dim": ((2, 0, 3), (5, 0, 3), 0),
+  "empty_indices_on_axis": ((3, 4), (3, 0), 1),
+  "empty_indices_off_axis": ((3, 4), (0, 4), 1),
+  "empty_data_and_indices": ((0, 4), (0, 2), 1),
+  "empty_axis_no_indices": ((3, 0), (3, 0), 1),
+  "empty_other_dim": ((2, 0, 3), (5, 0, 3), 0),
 }
 
 
@@ -284,13 +378,18 @@ def test_zero_size(name):
   data = np.arange(np.prod(data_shape), dtype=np.float64).reshape(data_shape)
   indices = np.zeros(indices_shape, np.int32)
   expected = np.zeros(indices_shape, np.float64)
-  assert shapes.gather_elements(data_shape, indices_shape, axis) == \
-      indices_shape
+  assert (
+    shapes.gather_elements(data_shape, indices_shape, axis) == indices_shape
+  )
   assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  assert_same(jax.jit(jaxops.gather_elements, static_argnums=2)(
-      data, indices, axis), expected, name)
-  grad = jax.grad(
-      lambda d: jaxops.gather_elements(d, indices, axis).sum())(data)
+  assert_same(
+    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
+    expected,
+    name,
+  )
+  grad = jax.grad(lambda d: jaxops.gather_elements(d, indices, axis).sum())(
+    data
+  )
   assert_same(grad, np.zeros(data_shape), name)
 
 
@@ -298,8 +397,11 @@ def test_zero_size_axis_with_indices():
   """Every index reads an empty axis: eager raises, jit fills."""
   data = np.zeros((2, 0), np.float32)
   indices = np.zeros((2, 3), np.int32)
-  with pytest.raises(IndexError, match=r"^GatherElements-13: indices\[0, 0\]"
-                     r"=0 is out of range for a dim of size 0"):
+  with pytest.raises(
+    IndexError,
+    match=r"^GatherElements-13: indices\[0, 0\]"
+    r"=0 is out of range for a dim of size 0",
+  ):
     jaxops.gather_elements(data, indices, 1)
   out = jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, 1)
   assert_same(out, np.full((2, 3), np.nan, np.float32))
@@ -312,24 +414,27 @@ def test_zero_size_axis_with_indices():
 OOB_DATA = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
 
 OOB_VALUES = {
-    "past_end": (3, np.int32),
-    "below_minus_size": (-4, np.int32),
-    "int64_2pow32_plus_1": (2**32 + 1, np.int64),
-    # After the negative wrap (+3) this is 1 modulo 2**32.
-    "int64_wraps_to_1_in_int32": (-(2**32) - 2, np.int64),
-    "int64_max": (2**63 - 1, np.int64),
-    "int64_min": (-(2**63), np.int64),
-    "uint32_max": (2**32 - 1, np.uint32),
-    "uint64_2pow32_plus_1": (2**32 + 1, np.uint64),
-    "uint64_2pow63_plus_2": (2**63 + 2, np.uint64),
-    "int8_min": (-128, np.int8),
-    "uint16_max": (2**16 - 1, np.uint16),
+  "past_end": (3, np.int32),
+  "below_minus_size": (-4, np.int32),
+  "int64_2pow32_plus_1": (2**32 + 1, np.int64),
+  # After the negative wrap (+3) this is 1 modulo 2**32.
+  "int64_wraps_to_1_in_int32": (-(2**32) - 2, np.int64),
+  "int64_max": (2**63 - 1, np.int64),
+  "int64_min": (-(2**63), np.int64),
+  "uint32_max": (2**32 - 1, np.uint32),
+  "uint64_2pow32_plus_1": (2**32 + 1, np.uint64),
+  "uint64_2pow63_plus_2": (2**63 + 2, np.uint64),
+  "int8_min": (-128, np.int8),
+  "uint16_max": (2**16 - 1, np.uint16),
 }
 
 
 def _oob_fn(mode="fill", fill_value=None):
-  return jax.jit(lambda d, i: jaxops.gather_elements(
-      d, i, 1, mode=mode, fill_value=fill_value))
+  return jax.jit(
+    lambda d, i: jaxops.gather_elements(
+      d, i, 1, mode=mode, fill_value=fill_value
+    )
+  )
 
 
 def _oob_indices(name):
@@ -340,45 +445,80 @@ def _oob_indices(name):
 @pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES))
 def test_out_of_range_fill_never_reads_data(name):
   indices = _oob_indices(name)
-  assert_same(_oob_fn()(OOB_DATA, indices),
-                 np.array([[3, np.nan], [4, 5]], np.float32), name)
-  assert_same(_oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
-                 np.array([[3, -7], [4, 5]], np.float32), name)
-  with pytest.raises(IndexError, match=r"^GatherElements-13: indices\[0, 1\]"
-                     r"=-?\d+ is out of range for a dim of size 3"):
+  assert_same(
+    _oob_fn()(OOB_DATA, indices),
+    np.array([[3, np.nan], [4, 5]], np.float32),
+    name,
+  )
+  assert_same(
+    _oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
+    np.array([[3, -7], [4, 5]], np.float32),
+    name,
+  )
+  with pytest.raises(
+    IndexError,
+    match=r"^GatherElements-13: indices\[0, 1\]"
+    r"=-?\d+ is out of range for a dim of size 3",
+  ):
     jaxops.gather_elements(OOB_DATA, indices, 1)
 
 
-@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES, ["past_end", "int64_2pow32_plus_1",
-                                  "uint64_2pow63_plus_2", "int64_min"]))
+@pytest.mark.parametrize(
+  "name",
+  gs.wide_only_in_x64(
+    OOB_VALUES,
+    ["past_end", "int64_2pow32_plus_1", "uint64_2pow63_plus_2", "int64_min"],
+  ),
+)
 def test_out_of_range_clip(name):
   value, _ = OOB_VALUES[name]
   clipped = OOB_DATA[0, 2 if value > 0 else 0]
-  assert_same(_oob_fn("clip")(OOB_DATA, _oob_indices(name)),
-                 np.array([[3, clipped], [4, 5]], np.float32), name)
+  assert_same(
+    _oob_fn("clip")(OOB_DATA, _oob_indices(name)),
+    np.array([[3, clipped], [4, 5]], np.float32),
+    name,
+  )
 
 
-@pytest.mark.parametrize("dtype,fill", [
-    (np.float64, np.nan), (np.int8, -128), (np.uint32, 2**32 - 1),
-    (np.bool_, True), (jnp.bfloat16, np.nan)])
+@pytest.mark.parametrize(
+  "dtype,fill",
+  [
+    (np.float64, np.nan),
+    (np.int8, -128),
+    (np.uint32, 2**32 - 1),
+    (np.bool_, True),
+    (jnp.bfloat16, np.nan),
+  ],
+)
 def test_default_fill_values(dtype, fill):
   out = _oob_fn()(np.zeros((2, 3), dtype), np.array([[0, 9], [0, 0]]))
   assert_same(out, np.array([[0, fill], [0, 0]], dtype))
 
 
 def test_eager_index_error_message():
-  with pytest.raises(IndexError, match=re.escape(
+  with pytest.raises(
+    IndexError,
+    match=re.escape(
       "GatherElements-13: indices[1, 0]=-4 is out of range for a dim of size "
-      "3 (valid: [-s, s-1])")):
+      "3 (valid: [-s, s-1])"
+    ),
+  ):
     jaxops.gather_elements(OOB_DATA, np.array([[0], [-4]]), axis=1)
-  with pytest.raises(IndexError, match=re.escape(
-      "indices[0, 1]=9223372036854775810 is out of range")):
+  with pytest.raises(
+    IndexError,
+    match=re.escape("indices[0, 1]=9223372036854775810 is out of range"),
+  ):
     jaxops.gather_elements(OOB_DATA, _oob_indices("uint64_2pow63_plus_2"), 1)
 
 
 @pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_VALUES, [
-    "past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"]))
+@pytest.mark.parametrize(
+  "name",
+  gs.wide_only_in_x64(
+    OOB_VALUES,
+    ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
+  ),
+)
 def test_checkify_reports_out_of_range(mode, name):
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
   err, _ = checked(OOB_DATA, _oob_indices(name))
@@ -396,11 +536,11 @@ def test_checkify_reports_out_of_range(mode, name):
 # vmap equals a Python loop.
 
 VMAP_CONFIGS = {
-    # name: (data shape, indices shape, axis, in_axes, out_axes)
-    "data_only_axis1": ((3, 5, 4), (3, 2), 1, (1, None), 0),
-    "indices_only_axis2": ((3, 4), (3, 2, 5), 1, (None, 2), 0),
-    "both_axes_0_1_negative_axis": ((5, 3, 4), (3, 5, 6), -1, (0, 1), 1),
-    "both_smaller_indices": ((2, 4, 5), (1, 5, 3), 0, (2, 1), -1),
+  # name: (data shape, indices shape, axis, in_axes, out_axes)
+  "data_only_axis1": ((3, 5, 4), (3, 2), 1, (1, None), 0),
+  "indices_only_axis2": ((3, 4), (3, 2, 5), 1, (None, 2), 0),
+  "both_axes_0_1_negative_axis": ((5, 3, 4), (3, 5, 6), -1, (0, 1), 1),
+  "both_smaller_indices": ((2, 4, 5), (1, 5, 3), 0, (2, 1), -1),
 }
 
 
@@ -409,31 +549,42 @@ def test_vmap_equals_loop(name):
   data_shape, indices_shape, axis, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(7)
   data = gs.random_values(rng, data_shape, np.float32)
-  n = (data_shape[in_axes[0]] if in_axes[0] is not None
-       else indices_shape[in_axes[1]])
-  inner_data_shape = (data_shape if in_axes[0] is None else
-                      data_shape[:in_axes[0]] + data_shape[in_axes[0] + 1:])
+  n = (
+    data_shape[in_axes[0]]
+    if in_axes[0] is not None
+    else indices_shape[in_axes[1]]
+  )
+  inner_data_shape = (
+    data_shape
+    if in_axes[0] is None
+    else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
+  )
   indices = gs.random_indices(rng, inner_data_shape[axis], indices_shape)
   fn = lambda d, i: jaxops.gather_elements(d, i, axis)
-  expected = np.stack([
+  expected = np.stack(
+    [
       gs.np_gather_elements(
-          data if in_axes[0] is None else np.take(data, j, in_axes[0]),
-          indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
-          axis) for j in range(n)
-  ], axis=out_axes)
-  assert_same(jax.vmap(fn, in_axes, out_axes)(data, indices), expected,
-                 name)
-  assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
-                 expected, name)
+        data if in_axes[0] is None else np.take(data, j, in_axes[0]),
+        indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
+        axis,
+      )
+      for j in range(n)
+    ],
+    axis=out_axes,
+  )
+  assert_same(jax.vmap(fn, in_axes, out_axes)(data, indices), expected, name)
+  assert_same(
+    jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices), expected, name
+  )
 
 
 # ---------------------------------------------------------------------------
 # Derivatives.
 
 GRAD_CONFIGS = {
-    "axis0_duplicates": ((3, 4), (5, 4), 0),
-    "axis_last_smaller": ((3, 4, 2), (2, 3, 5), -1),
-    "rank1": ((6,), (9,), 0),
+  "axis0_duplicates": ((3, 4), (5, 4), 0),
+  "axis_last_smaller": ((3, 4, 2), (2, 3, 5), -1),
+  "rank1": ((6,), (9,), 0),
 }
 
 
@@ -444,17 +595,23 @@ def test_check_grads(name):
   rng = np.random.default_rng(8)
   data = rng.standard_normal(data_shape)
   indices = gs.random_indices(rng, data_shape[axis], indices_shape)
-  check_grads(lambda d: jaxops.gather_elements(d, indices, axis), (data,),
-              order=2, modes=["fwd", "rev"])
+  check_grads(
+    lambda d: jaxops.gather_elements(d, indices, axis),
+    (data,),
+    order=2,
+    modes=["fwd", "rev"],
+  )
 
 
 def test_grad_ignores_out_of_range():
   data = np.arange(6, dtype=np.float64).reshape(2, 3)
   indices = np.array([[0, 0, 5], [-1, 2, -9]])
-  loss = jax.jit(lambda d, i: jaxops.gather_elements(
-      d, i, 1, fill_value=100.0).sum())
-  assert_same(jax.grad(loss)(data, indices),
-                 np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]]))
+  loss = jax.jit(
+    lambda d, i: jaxops.gather_elements(d, i, 1, fill_value=100.0).sum()
+  )
+  assert_same(
+    jax.grad(loss)(data, indices), np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -466,7 +623,8 @@ def _compiled_gather(axis_len):
   data = jax.ShapeDtypeStruct((4, axis_len), jnp.float32)
   indices = jax.ShapeDtypeStruct((4, axis_len), jnp.int32)
   lowered = jax.jit(lambda d, i: jaxops.gather_elements(d, i, 1)).lower(
-      data, indices)
+    data, indices
+  )
   return lowered
 
 
@@ -487,8 +645,9 @@ def test_axis_8192_compiles_in_about_a_second():
   rng = np.random.default_rng(9)
   data = rng.standard_normal((4, 8192)).astype(np.float32)
   indices = rng.integers(-8192, 8192, size=(4, 8192)).astype(np.int32)
-  assert_same(compiled(data, indices),
-                 np.take_along_axis(data, indices % 8192, axis=1))
+  assert_same(
+    compiled(data, indices), np.take_along_axis(data, indices % 8192, axis=1)
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -496,14 +655,21 @@ def test_axis_8192_compiles_in_about_a_second():
 
 
 @hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
-@hypothesis.given(seed=st.integers(0, 2**32 - 1),
-                  dtype=st.sampled_from([np.float32, np.int16, np.bool_,
-                                         np.complex128]),
-                  index_dtype=st.sampled_from([np.int32, np.int64, np.uint16]))
+@hypothesis.given(
+  seed=st.integers(0, 2**32 - 1),
+  dtype=st.sampled_from([np.float32, np.int16, np.bool_, np.complex128]),
+  index_dtype=st.sampled_from([np.int32, np.int64, np.uint16]),
+)
 def test_property_matches_numpy(seed, dtype, index_dtype):
   case = gs.random_gather_elements_case(
-      seed, dtypes=(dtype,), index_dtypes=(index_dtype,),
-      negative=np.issubdtype(index_dtype, np.signedinteger))
+    seed,
+    dtypes=(dtype,),
+    index_dtypes=(index_dtype,),
+    negative=np.issubdtype(index_dtype, np.signedinteger),
+  )
   expected = gs.np_gather_elements(case.data, case.indices, case.axis)
-  assert_same(jaxops.gather_elements(case.data, case.indices, case.axis),
-                 expected, case.describe())
+  assert_same(
+    jaxops.gather_elements(case.data, case.indices, case.axis),
+    expected,
+    case.describe(),
+  )

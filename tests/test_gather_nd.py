@@ -20,33 +20,43 @@ from hypothesis import strategies as st
 from jax.experimental import checkify
 from jax.test_util import check_grads
 
-from tests.support.asserts import assert_same
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support.asserts import assert_same
 
 # ---------------------------------------------------------------------------
 # The seven examples of the OpenVINO GatherND-8 specification, verbatim.
 
 DATA_2X2 = [[1, 2], [3, 4]]
-DATA_2X3X4 = [[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]],
-              [[13, 14, 15, 16], [17, 18, 19, 20], [21, 22, 23, 24]]]
+DATA_2X3X4 = [
+  [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]],
+  [[13, 14, 15, 16], [17, 18, 19, 20], [21, 22, 23, 24]],
+]
 
 SPEC_EXAMPLES = {
-    "example1_elements": (DATA_2X2, [[0, 0], [1, 0]], 0, [1, 3]),
-    "example2_slices": (DATA_2X2, [[1], [0]], 0, [[3, 4], [1, 2]]),
-    "example3_leading_dims": (DATA_2X2, [[[1]], [[0]]], 0,
-                              [[[3, 4]], [[1, 2]]]),
-    "example4_batch1_elements": (DATA_2X2, [[1], [0]], 1, [2, 3]),
-    "example5_batch1_slices": (DATA_2X3X4, [[1], [0]], 1,
-                               [[5, 6, 7, 8], [13, 14, 15, 16]]),
-    "example6_batch2": (DATA_2X3X4,
-                        [[[[1]], [[0]], [[2]]], [[[0]], [[2]], [[2]]]], 2,
-                        [[[2], [5], [11]], [[13], [19], [23]]]),
-    "example7_batch3": ([[[[1, 2, 3, 4], [5, 6, 7, 8]],
-                          [[9, 10, 11, 12], [13, 14, 15, 16]]]],
-                        [[[[1], [0]], [[3], [2]]]], 3,
-                        [[[2, 5], [12, 15]]]),
+  "example1_elements": (DATA_2X2, [[0, 0], [1, 0]], 0, [1, 3]),
+  "example2_slices": (DATA_2X2, [[1], [0]], 0, [[3, 4], [1, 2]]),
+  "example3_leading_dims": (DATA_2X2, [[[1]], [[0]]], 0, [[[3, 4]], [[1, 2]]]),
+  "example4_batch1_elements": (DATA_2X2, [[1], [0]], 1, [2, 3]),
+  "example5_batch1_slices": (
+    DATA_2X3X4,
+    [[1], [0]],
+    1,
+    [[5, 6, 7, 8], [13, 14, 15, 16]],
+  ),
+  "example6_batch2": (
+    DATA_2X3X4,
+    [[[[1]], [[0]], [[2]]], [[[0]], [[2]], [[2]]]],
+    2,
+    [[[2], [5], [11]], [[13], [19], [23]]],
+  ),
+  "example7_batch3": (
+    [[[[1, 2, 3, 4], [5, 6, 7, 8]], [[9, 10, 11, 12], [13, 14, 15, 16]]]],
+    [[[[1], [0]], [[3], [2]]]],
+    3,
+    [[[2, 5], [12, 15]]],
+  ),
 }
 
 
@@ -59,18 +69,22 @@ def test_spec_example(name, index_dtype):
   expected = np.asarray(expected, np.int32)
   out = jaxops.gather_nd(data, indices, batch_dims)
   assert_same(out, expected, name)
-  assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
-      data, indices, batch_dims), expected, name)
-  assert shapes.gather_nd(data.shape, indices.shape, batch_dims) == \
-      expected.shape
+  assert_same(
+    jax.jit(jaxops.gather_nd, static_argnums=2)(data, indices, batch_dims),
+    expected,
+    name,
+  )
+  assert (
+    shapes.gather_nd(data.shape, indices.shape, batch_dims) == expected.shape
+  )
   assert_same(gs.np_gather_nd(data, indices, batch_dims), expected, name)
 
 
 # The three IR <layer> examples: (data shape, indices shape, batch_dims, out).
 IR_LAYER_EXAMPLES = {
-    "layer_batch0": ((1000, 256, 10, 15), (25, 125, 3), 0, (25, 125, 15)),
-    "layer_batch2": ((30, 2, 100, 35), (30, 2, 3, 1), 2, (30, 2, 3, 35)),
-    "layer_batch3": ((1, 64, 64, 320), (1, 64, 64, 1, 1), 3, (1, 64, 64, 1)),
+  "layer_batch0": ((1000, 256, 10, 15), (25, 125, 3), 0, (25, 125, 15)),
+  "layer_batch2": ((30, 2, 100, 35), (30, 2, 3, 1), 2, (30, 2, 3, 35)),
+  "layer_batch3": ((1, 64, 64, 320), (1, 64, 64, 1, 1), 3, (1, 64, 64, 1)),
 }
 
 
@@ -78,12 +92,17 @@ IR_LAYER_EXAMPLES = {
 def test_ir_layer_example_shapes(name):
   data_shape, indices_shape, batch_dims, expected = IR_LAYER_EXAMPLES[name]
   assert shapes.gather_nd(data_shape, indices_shape, batch_dims) == expected
-  assert shapes.gather_nd(list(data_shape), np.array(indices_shape),
-                          np.int64(batch_dims)) == expected
+  assert (
+    shapes.gather_nd(
+      list(data_shape), np.array(indices_shape), np.int64(batch_dims)
+    )
+    == expected
+  )
   out = jax.eval_shape(
-      lambda d, i: jaxops.gather_nd(d, i, batch_dims),
-      jax.ShapeDtypeStruct(data_shape, jnp.float32),
-      jax.ShapeDtypeStruct(indices_shape, jnp.int32))
+    lambda d, i: jaxops.gather_nd(d, i, batch_dims),
+    jax.ShapeDtypeStruct(data_shape, jnp.float32),
+    jax.ShapeDtypeStruct(indices_shape, jnp.int32),
+  )
   assert out.shape == expected and out.dtype == jnp.float32
 
 
@@ -92,46 +111,105 @@ def test_ir_layer_example_shapes(name):
 # runs through the shape rule and through the operator (via eval_shape).
 
 BAD_SHAPES = {
-    "data_rank0": ((), (1,), 0, ValueError,
-                   r"data must have rank >= 1, got rank 0 \(data shape \(\), "
-                   r"indices shape \(1,\)\)"),
-    "indices_rank0": ((2,), (), 0, ValueError,
-                      r"indices must have rank >= 1, got rank 0 "
-                      r"\(data shape \(2,\), indices shape \(\)\)"),
-    "batch_dims_negative": ((2, 3), (2, 1), -1, ValueError,
-                            r"batch_dims=-1 must be >= 0 \(data shape \(2, 3\)"),
-    "batch_dims_not_below_indices_rank": (
-        (2, 3, 4), (2, 1), 2, ValueError,
-        r"batch_dims=2 must be < rank\(indices\)=2 \(data shape \(2, 3, 4\), "
-        r"indices shape \(2, 1\)\)"),
-    "batch_dims_not_below_data_rank": (
-        (2, 3), (2, 3, 1), 2, ValueError,
-        r"batch_dims=2 must be < rank\(data\)=2 \(data shape \(2, 3\), "
-        r"indices shape \(2, 3, 1\)\)"),
-    "batch_dims_unequal": (
-        (2, 3, 4), (3, 1), 1, ValueError,
-        r"the first batch_dims=1 dims of data and indices must be equal, got "
-        r"\(2,\) vs \(3,\) \(data shape \(2, 3, 4\), indices shape \(3, 1\)\)"),
-    "batch_dims_unequal_second": (
-        (2, 3, 4), (2, 4, 1), 2, ValueError,
-        r"the first batch_dims=2 dims of data and indices must be equal, got "
-        r"\(2, 3\) vs "
-        r"\(2, 4\)"),
-    "tuple_longer_than_rank": (
-        (2, 3), (4, 3), 0, ValueError,
-        r"indices.shape\[-1\]=3 \+ batch_dims=0 must be <= rank\(data\)=2 "
-        r"\(data shape \(2, 3\), indices shape \(4, 3\)\)"),
-    "tuple_plus_batch_longer_than_rank": (
-        (2, 3, 4), (2, 3), 1, ValueError,
-        r"indices.shape\[-1\]=3 \+ batch_dims=1 must be <= rank\(data\)=3"),
-    "negative_dim": ((2, -1), (1, 1), 0, ValueError,
-                     r"data shape \(2, -1\) has a negative dim"),
-    "batch_dims_float": ((2, 3), (2, 1), 1.0, TypeError,
-                         r"batch_dims must be an int, got float 1.0"),
-    "batch_dims_bool": ((2, 3), (2, 1), True, TypeError,
-                        r"batch_dims must be an int, got bool True"),
-    "batch_dims_string": ((2, 3), (2, 1), "1", TypeError,
-                          r"batch_dims must be an int, got str '1'"),
+  "data_rank0": (
+    (),
+    (1,),
+    0,
+    ValueError,
+    r"data must have rank >= 1, got rank 0 \(data shape \(\), "
+    r"indices shape \(1,\)\)",
+  ),
+  "indices_rank0": (
+    (2,),
+    (),
+    0,
+    ValueError,
+    r"indices must have rank >= 1, got rank 0 "
+    r"\(data shape \(2,\), indices shape \(\)\)",
+  ),
+  "batch_dims_negative": (
+    (2, 3),
+    (2, 1),
+    -1,
+    ValueError,
+    r"batch_dims=-1 must be >= 0 \(data shape \(2, 3\)",
+  ),
+  "batch_dims_not_below_indices_rank": (
+    (2, 3, 4),
+    (2, 1),
+    2,
+    ValueError,
+    r"batch_dims=2 must be < rank\(indices\)=2 \(data shape \(2, 3, 4\), "
+    r"indices shape \(2, 1\)\)",
+  ),
+  "batch_dims_not_below_data_rank": (
+    (2, 3),
+    (2, 3, 1),
+    2,
+    ValueError,
+    r"batch_dims=2 must be < rank\(data\)=2 \(data shape \(2, 3\), "
+    r"indices shape \(2, 3, 1\)\)",
+  ),
+  "batch_dims_unequal": (
+    (2, 3, 4),
+    (3, 1),
+    1,
+    ValueError,
+    r"the first batch_dims=1 dims of data and indices must be equal, got "
+    r"\(2,\) vs \(3,\) \(data shape \(2, 3, 4\), indices shape \(3, 1\)\)",
+  ),
+  "batch_dims_unequal_second": (
+    (2, 3, 4),
+    (2, 4, 1),
+    2,
+    ValueError,
+    r"the first batch_dims=2 dims of data and indices must be equal, got "
+    r"\(2, 3\) vs "
+    r"\(2, 4\)",
+  ),
+  "tuple_longer_than_rank": (
+    (2, 3),
+    (4, 3),
+    0,
+    ValueError,
+    r"indices.shape\[-1\]=3 \+ batch_dims=0 must be <= rank\(data\)=2 "
+    r"\(data shape \(2, 3\), indices shape \(4, 3\)\)",
+  ),
+  "tuple_plus_batch_longer_than_rank": (
+    (2, 3, 4),
+    (2, 3),
+    1,
+    ValueError,
+    r"indices.shape\[-1\]=3 \+ batch_dims=1 must be <= rank\(data\)=3",
+  ),
+  "negative_dim": (
+    (2, -1),
+    (1, 1),
+    0,
+    ValueError,
+    r"data shape \(2, -1\) has a negative dim",
+  ),
+  "batch_dims_float": (
+    (2, 3),
+    (2, 1),
+    1.0,
+    TypeError,
+    r"batch_dims must be an int, got float 1.0",
+  ),
+  "batch_dims_bool": (
+    (2, 3),
+    (2, 1),
+    True,
+    TypeError,
+    r"batch_dims must be an int, got bool True",
+  ),
+  "batch_dims_string": (
+    (2, 3),
+    (2, 1),
+    "1",
+    TypeError,
+    r"batch_dims must be an int, got str '1'",
+  ),
 }
 
 
@@ -142,55 +220,82 @@ def test_shape_rule_rejects(name):
     shapes.gather_nd(data_shape, indices_shape, batch_dims)
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in BAD_SHAPES if n != "negative_dim"])
+@pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
 def test_operator_rejects(name):
   data_shape, indices_shape, batch_dims, exc, regex = BAD_SHAPES[name]
   with pytest.raises(exc, match="^GatherND-8: " + regex):
-    jax.eval_shape(lambda d, i: jaxops.gather_nd(d, i, batch_dims),
-                   jax.ShapeDtypeStruct(data_shape, jnp.float32),
-                   jax.ShapeDtypeStruct(indices_shape, jnp.int32))
+    jax.eval_shape(
+      lambda d, i: jaxops.gather_nd(d, i, batch_dims),
+      jax.ShapeDtypeStruct(data_shape, jnp.float32),
+      jax.ShapeDtypeStruct(indices_shape, jnp.int32),
+    )
 
 
 BAD_CALLS = {
-    "float_indices": (
-        lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1))),
-        TypeError, r"indices must have an integer dtype, got float64 "
-        r"\(indices shape \(2, 1\)\)"),
-    "bool_indices": (
-        lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), bool)),
-        TypeError, r"indices must have an integer dtype, got bool"),
-    "float_list_indices": (
-        lambda: jaxops.gather_nd(np.zeros((2, 3)), [[0.5]]),
-        TypeError, r"indices must have an integer dtype, got float64"),
-    "traced_float_indices": (
-        lambda: jax.jit(jaxops.gather_nd)(np.zeros((2, 3)),
-                                          jnp.zeros((2, 1), jnp.float32)),
-        TypeError, r"indices must have an integer dtype, got float32"),
-    "traced_batch_dims": (
-        lambda: jax.jit(jaxops.gather_nd)(np.zeros((2, 3)),
-                                          np.zeros((2, 1), np.int32), 1),
-        TypeError, r"batch_dims must be a static Python int, got a traced "
-        r"value"),
-    "unknown_mode": (
-        lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), np.int32),
-                                 mode="wrap"),
-        ValueError, r"mode='wrap' must be one of \('fill', 'clip', "
-        r"'promise_in_bounds'\)"),
-    "array_fill_value": (
-        lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), np.int32),
-                                 fill_value=np.zeros(2)),
-        TypeError, r"fill_value must be a scalar, got an array of shape "
-        r"\(2,\)"),
-    "traced_fill_value": (
-        lambda: jax.jit(lambda f: jaxops.gather_nd(
-            np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=f))(1.0),
-        TypeError, r"fill_value must be a static scalar, got a traced value"),
-    "clip_on_empty_indexed_dim": (
-        lambda: jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode="clip"))(
-            np.zeros((0, 3)), np.zeros((2, 1), np.int32)),
-        IndexError, r"cannot gather from data of shape \(0, 3\): an indexed "
-        r"dim has size 0"),
+  "float_indices": (
+    lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1))),
+    TypeError,
+    r"indices must have an integer dtype, got float64 "
+    r"\(indices shape \(2, 1\)\)",
+  ),
+  "bool_indices": (
+    lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), bool)),
+    TypeError,
+    r"indices must have an integer dtype, got bool",
+  ),
+  "float_list_indices": (
+    lambda: jaxops.gather_nd(np.zeros((2, 3)), [[0.5]]),
+    TypeError,
+    r"indices must have an integer dtype, got float64",
+  ),
+  "traced_float_indices": (
+    lambda: jax.jit(jaxops.gather_nd)(
+      np.zeros((2, 3)), jnp.zeros((2, 1), jnp.float32)
+    ),
+    TypeError,
+    r"indices must have an integer dtype, got float32",
+  ),
+  "traced_batch_dims": (
+    lambda: jax.jit(jaxops.gather_nd)(
+      np.zeros((2, 3)), np.zeros((2, 1), np.int32), 1
+    ),
+    TypeError,
+    r"batch_dims must be a static Python int, got a traced "
+    r"value",
+  ),
+  "unknown_mode": (
+    lambda: jaxops.gather_nd(
+      np.zeros((2, 3)), np.zeros((2, 1), np.int32), mode="wrap"
+    ),
+    ValueError,
+    r"mode='wrap' must be one of \('fill', 'clip', "
+    r"'promise_in_bounds'\)",
+  ),
+  "array_fill_value": (
+    lambda: jaxops.gather_nd(
+      np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=np.zeros(2)
+    ),
+    TypeError,
+    r"fill_value must be a scalar, got an array of shape "
+    r"\(2,\)",
+  ),
+  "traced_fill_value": (
+    lambda: jax.jit(
+      lambda f: jaxops.gather_nd(
+        np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=f
+      )
+    )(1.0),
+    TypeError,
+    r"fill_value must be a static scalar, got a traced value",
+  ),
+  "clip_on_empty_indexed_dim": (
+    lambda: jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode="clip"))(
+      np.zeros((0, 3)), np.zeros((2, 1), np.int32)
+    ),
+    IndexError,
+    r"cannot gather from data of shape \(0, 3\): an indexed "
+    r"dim has size 0",
+  ),
 }
 
 
@@ -216,16 +321,19 @@ def _all_configs():
 ALL_CONFIGS = list(_all_configs())
 
 
-@pytest.mark.parametrize("r,q,b,k", ALL_CONFIGS,
-                         ids=[f"r{r}_q{q}_b{b}_k{k}" for r, q, b, k in
-                              ALL_CONFIGS])
+@pytest.mark.parametrize(
+  "r,q,b,k",
+  ALL_CONFIGS,
+  ids=[f"r{r}_q{q}_b{b}_k{k}" for r, q, b, k in ALL_CONFIGS],
+)
 def test_every_batch_dims_and_tuple_length(r, q, b, k):
   rng = np.random.default_rng([r, q, b, k])
   data_shape = tuple(int(d) for d in rng.integers(2, 5, size=r))
-  lead = data_shape[:b] + tuple(int(d) for d in
-                                rng.integers(1, 4, size=q - 1 - b))
+  lead = data_shape[:b] + tuple(
+    int(d) for d in rng.integers(1, 4, size=q - 1 - b)
+  )
   data = gs.random_values(rng, data_shape, np.float32)
-  indices = gs.random_indices(rng, data_shape[b:b + k], lead)
+  indices = gs.random_indices(rng, data_shape[b : b + k], lead)
   expected = gs.np_gather_nd(data, indices, b)
   context = f"data {data_shape} indices {indices.shape} batch_dims={b}"
   # Eager only: jit runs the same lax.gather (covered by the other tests).
@@ -237,8 +345,10 @@ def test_negative_indices_count_from_the_end():
   data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
   negative = np.array([[-1, -3], [-2, -1]])
   positive = np.array([[1, 0], [0, 2]])
-  assert_same(jaxops.gather_nd(data, negative),
-                 np.asarray(jaxops.gather_nd(data, positive)))
+  assert_same(
+    jaxops.gather_nd(data, negative),
+    np.asarray(jaxops.gather_nd(data, positive)),
+  )
   assert_same(jaxops.gather_nd(data, negative), data[[1, 0], [0, 2]])
 
 
@@ -254,11 +364,13 @@ def test_data_dtypes(dtype):
   expected = gs.np_gather_nd(data, indices)
   name = gs.dtype_id(dtype)
   assert_same(jaxops.gather_nd(data, indices), expected, name)
-  assert_same(jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices),
-                 expected, name)
+  assert_same(
+    jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices), expected, name
+  )
   batched = gs.random_indices(rng, (4,), (3, 2))
-  assert_same(jaxops.gather_nd(data, batched, 1),
-                 gs.np_gather_nd(data, batched, 1), name)
+  assert_same(
+    jaxops.gather_nd(data, batched, 1), gs.np_gather_nd(data, batched, 1), name
+  )
 
 
 @pytest.mark.parametrize("index_dtype", gs.INDEX_DTYPES, ids=gs.dtype_id)
@@ -270,27 +382,27 @@ def test_index_dtypes(index_dtype):
   signed = np.issubdtype(index_dtype, np.signedinteger)
   info = np.iinfo(index_dtype)
   top = min(300, int(info.max) + 1)
-  values = np.array([[0, 2], [top - 1, -1 if signed else 1],
-                     [max(-300, int(info.min)), 0]])
+  values = np.array(
+    [[0, 2], [top - 1, -1 if signed else 1], [max(-300, int(info.min)), 0]]
+  )
   indices = values.astype(index_dtype)
   expected = gs.np_gather_nd(data, indices)
   assert_same(jaxops.gather_nd(data, indices), expected)
-  assert_same(jax.jit(jaxops.gather_nd)(data, jnp.asarray(indices)),
-                 expected)
+  assert_same(jax.jit(jaxops.gather_nd)(data, jnp.asarray(indices)), expected)
 
 
 # ---------------------------------------------------------------------------
 # Zero-size inputs: (data shape, indices shape, batch_dims, output shape).
 
 ZERO_SIZE = {
-    "no_index_tuples": ((3, 4), (0, 1), 0, (0, 4)),
-    "no_index_tuples_k2": ((3, 4), (2, 0, 2), 0, (2, 0)),
-    "empty_slices": ((2, 0), (4, 1), 0, (4, 0)),
-    "empty_indexed_dim_no_tuples": ((0, 3), (0, 1), 0, (0, 3)),
-    "empty_batch": ((0, 3), (0, 1), 1, (0,)),
-    "empty_tuple_k0": ((2, 3), (4, 0), 0, (4, 2, 3)),
-    "empty_tuple_k0_batch": ((2, 3, 4), (2, 3, 0), 2, (2, 3, 4)),
-    "empty_data_k0": ((0, 3), (2, 0), 0, (2, 0, 3)),
+  "no_index_tuples": ((3, 4), (0, 1), 0, (0, 4)),
+  "no_index_tuples_k2": ((3, 4), (2, 0, 2), 0, (2, 0)),
+  "empty_slices": ((2, 0), (4, 1), 0, (4, 0)),
+  "empty_indexed_dim_no_tuples": ((0, 3), (0, 1), 0, (0, 3)),
+  "empty_batch": ((0, 3), (0, 1), 1, (0,)),
+  "empty_tuple_k0": ((2, 3), (4, 0), 0, (4, 2, 3)),
+  "empty_tuple_k0_batch": ((2, 3, 4), (2, 3, 0), 2, (2, 3, 4)),
+  "empty_data_k0": ((0, 3), (2, 0), 0, (2, 0, 3)),
 }
 
 
@@ -303,20 +415,28 @@ def test_zero_size(name):
   assert expected.shape == out_shape
   assert shapes.gather_nd(data_shape, indices_shape, batch_dims) == out_shape
   assert_same(jaxops.gather_nd(data, indices, batch_dims), expected, name)
-  assert_same(jax.jit(jaxops.gather_nd, static_argnums=2)(
-      data, indices, batch_dims), expected, name)
+  assert_same(
+    jax.jit(jaxops.gather_nd, static_argnums=2)(data, indices, batch_dims),
+    expected,
+    name,
+  )
   grad = jax.grad(lambda d: jaxops.gather_nd(d, indices, batch_dims).sum())(
-      data)
-  assert_same(grad, gs.read_counts(gs.np_gather_nd, data_shape, indices,
-                                      batch_dims), name)
+    data
+  )
+  assert_same(
+    grad, gs.read_counts(gs.np_gather_nd, data_shape, indices, batch_dims), name
+  )
 
 
 def test_zero_size_indexed_dim_with_tuples():
   """Every tuple indexes an empty dim: eager raises, jit fills."""
   data = np.zeros((0, 3), np.float32)
   indices = np.zeros((2, 1), np.int32)
-  with pytest.raises(IndexError, match=r"^GatherND-8: indices\[0, 0\]=0 is "
-                     r"out of range for a dim of size 0"):
+  with pytest.raises(
+    IndexError,
+    match=r"^GatherND-8: indices\[0, 0\]=0 is "
+    r"out of range for a dim of size 0",
+  ):
     jaxops.gather_nd(data, indices)
   out = jax.jit(jaxops.gather_nd)(data, indices)
   assert_same(out, np.full((2, 3), np.nan, np.float32))
@@ -329,28 +449,29 @@ OOB_DATA = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
 
 
 def _oob_fn(mode="fill", fill_value=None):
-  return jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode=mode,
-                                               fill_value=fill_value))
+  return jax.jit(
+    lambda d, i: jaxops.gather_nd(d, i, mode=mode, fill_value=fill_value)
+  )
 
 
 # Index tuples into a (2, 3) array, one per row: in range, then out of range
 # in several ways (past the end, below -size, beyond int32 in both
 # directions, values that wrap to in-range ones in int32, unsigned huge).
 OOB_TUPLES = {
-    "past_end_dim0": ([2, 0], np.int32),
-    "past_end_dim1": ([0, 3], np.int32),
-    "below_minus_size": ([-3, 0], np.int32),
-    "int64_2pow32_plus_1": ([2**32 + 1, 0], np.int64),
-    # After the negative wrap (+2) this is 1 modulo 2**32.
-    "int64_wraps_to_1_in_int32": ([-(2**32) - 1, 0], np.int64),
-    "int64_max": ([2**63 - 1, 0], np.int64),
-    "int64_min": ([-(2**63), 0], np.int64),
-    "uint32_max": ([2**32 - 1, 0], np.uint32),
-    "uint32_2pow31": ([2**31, 0], np.uint32),
-    "uint64_2pow32_plus_1": ([2**32 + 1, 0], np.uint64),
-    "uint64_2pow63_plus_1": ([2**63 + 1, 0], np.uint64),
-    "int8_below": ([-128, 0], np.int8),
-    "uint8_past_end": ([255, 1], np.uint8),
+  "past_end_dim0": ([2, 0], np.int32),
+  "past_end_dim1": ([0, 3], np.int32),
+  "below_minus_size": ([-3, 0], np.int32),
+  "int64_2pow32_plus_1": ([2**32 + 1, 0], np.int64),
+  # After the negative wrap (+2) this is 1 modulo 2**32.
+  "int64_wraps_to_1_in_int32": ([-(2**32) - 1, 0], np.int64),
+  "int64_max": ([2**63 - 1, 0], np.int64),
+  "int64_min": ([-(2**63), 0], np.int64),
+  "uint32_max": ([2**32 - 1, 0], np.uint32),
+  "uint32_2pow31": ([2**31, 0], np.uint32),
+  "uint64_2pow32_plus_1": ([2**32 + 1, 0], np.uint64),
+  "uint64_2pow63_plus_1": ([2**63 + 1, 0], np.uint64),
+  "int8_below": ([-128, 0], np.int8),
+  "uint8_past_end": ([255, 1], np.uint8),
 }
 
 
@@ -368,9 +489,18 @@ def test_out_of_range_fill_never_reads_data(name):
     jaxops.gather_nd(OOB_DATA, indices)
 
 
-@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_TUPLES, [
-    "int64_2pow32_plus_1", "uint64_2pow63_plus_1", "past_end_dim1",
-    "uint32_max"]))
+@pytest.mark.parametrize(
+  "name",
+  gs.wide_only_in_x64(
+    OOB_TUPLES,
+    [
+      "int64_2pow32_plus_1",
+      "uint64_2pow63_plus_1",
+      "past_end_dim1",
+      "uint32_max",
+    ],
+  ),
+)
 def test_out_of_range_clip(name):
   values, dtype = OOB_TUPLES[name]
   indices = np.array([values], dtype=dtype)
@@ -379,9 +509,16 @@ def test_out_of_range_clip(name):
   assert_same(_oob_fn("clip")(OOB_DATA, indices), expected, name)
 
 
-@pytest.mark.parametrize("dtype,fill", [
-    (np.float32, np.nan), (np.int32, np.iinfo(np.int32).min),
-    (np.uint8, 255), (np.bool_, True), (np.complex64, np.nan)])
+@pytest.mark.parametrize(
+  "dtype,fill",
+  [
+    (np.float32, np.nan),
+    (np.int32, np.iinfo(np.int32).min),
+    (np.uint8, 255),
+    (np.bool_, True),
+    (np.complex64, np.nan),
+  ],
+)
 def test_default_fill_values(dtype, fill):
   data = np.zeros((2, 3), dtype)
   out = _oob_fn()(data, np.array([[5, 0]]))
@@ -389,22 +526,38 @@ def test_default_fill_values(dtype, fill):
 
 
 def test_eager_index_error_message():
-  with pytest.raises(IndexError, match=re.escape(
+  with pytest.raises(
+    IndexError,
+    match=re.escape(
       "GatherND-8: indices[1, 1]=3 is out of range for a dim of size 3 "
-      "(valid: [-s, s-1])")):
+      "(valid: [-s, s-1])"
+    ),
+  ):
     jaxops.gather_nd(OOB_DATA, np.array([[0, 0], [0, 3]]))
-  with pytest.raises(IndexError, match=re.escape(
-      "indices[0, 0]=9223372036854775813 is out of range for a dim of size "
-      "2")):
+  with pytest.raises(
+    IndexError,
+    match=re.escape(
+      "indices[0, 0]=9223372036854775813 is out of range for a dim of size 2"
+    ),
+  ):
     jaxops.gather_nd(OOB_DATA, np.array([[2**63 + 5, 0]], np.uint64))
   with pytest.raises(IndexError, match=re.escape("indices[0, 0]=-3")):
     jaxops.gather_nd(jnp.asarray(OOB_DATA), jnp.array([[-3, 0]]))
 
 
 @pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize("name", gs.wide_only_in_x64(OOB_TUPLES, [
-    "past_end_dim0", "below_minus_size", "int64_2pow32_plus_1",
-    "uint64_2pow63_plus_1"]))
+@pytest.mark.parametrize(
+  "name",
+  gs.wide_only_in_x64(
+    OOB_TUPLES,
+    [
+      "past_end_dim0",
+      "below_minus_size",
+      "int64_2pow32_plus_1",
+      "uint64_2pow63_plus_1",
+    ],
+  ),
+)
 def test_checkify_reports_out_of_range(mode, name):
   values, dtype = OOB_TUPLES[name]
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
@@ -412,9 +565,12 @@ def test_checkify_reports_out_of_range(mode, name):
   assert err.get() is not None and "out-of-bounds" in err.get(), err.get()
   with pytest.raises(checkify.JaxRuntimeError, match="out of bounds"):
     err.throw()
-  err, out = checked(OOB_DATA, np.array([[1, 1], [-1, 0]], dtype=dtype)
-                     if np.issubdtype(dtype, np.signedinteger) else
-                     np.array([[1, 1], [1, 0]], dtype=dtype))
+  err, out = checked(
+    OOB_DATA,
+    np.array([[1, 1], [-1, 0]], dtype=dtype)
+    if np.issubdtype(dtype, np.signedinteger)
+    else np.array([[1, 1], [1, 0]], dtype=dtype),
+  )
   assert err.get() is None
   assert_same(out, np.array([5, 4], np.float32))
 
@@ -423,13 +579,13 @@ def test_checkify_reports_out_of_range(mode, name):
 # vmap equals a Python loop; every combination of mapped arguments.
 
 VMAP_CONFIGS = {
-    # name: (data shape, indices shape, batch_dims, in_axes, out_axes)
-    "data_only_axis1": ((3, 5, 2), (4, 1), 0, (1, None), 0),
-    "indices_only_axis1": ((3, 4), (2, 5, 2), 0, (None, 1), 0),
-    "indices_only_middle_axis": ((3, 4), (2, 5, 3, 1), 0, (None, 1), 1),
-    "both_axes_2_0": ((3, 4, 5), (5, 2, 1), 0, (2, 0), 1),
-    "both_batch1": ((3, 5, 4, 2), (3, 2, 5, 1), 1, (1, 2), 0),
-    "data_only_batch2_out_last": ((2, 3, 4, 5), (2, 3, 1), 2, (3, None), -1),
+  # name: (data shape, indices shape, batch_dims, in_axes, out_axes)
+  "data_only_axis1": ((3, 5, 2), (4, 1), 0, (1, None), 0),
+  "indices_only_axis1": ((3, 4), (2, 5, 2), 0, (None, 1), 0),
+  "indices_only_middle_axis": ((3, 4), (2, 5, 3, 1), 0, (None, 1), 1),
+  "both_axes_2_0": ((3, 4, 5), (5, 2, 1), 0, (2, 0), 1),
+  "both_batch1": ((3, 5, 4, 2), (3, 2, 5, 1), 1, (1, 2), 0),
+  "data_only_batch2_out_last": ((2, 3, 4, 5), (2, 3, 1), 2, (3, None), -1),
 }
 
 
@@ -438,18 +594,27 @@ def test_vmap_equals_loop(name):
   data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(3)
   data = gs.random_values(rng, data_shape, np.float32)
-  n = (data_shape[in_axes[0]] if in_axes[0] is not None
-       else indices_shape[in_axes[1]])
+  n = (
+    data_shape[in_axes[0]]
+    if in_axes[0] is not None
+    else indices_shape[in_axes[1]]
+  )
   # Valid indices for one (unmapped) data slice; the last axis of indices is
   # never the mapped one in these configs, so k is indices_shape[-1].
-  inner_data_shape = (data_shape if in_axes[0] is None else
-                      data_shape[:in_axes[0]] + data_shape[in_axes[0] + 1:])
+  inner_data_shape = (
+    data_shape
+    if in_axes[0] is None
+    else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
+  )
   k = indices_shape[-1]
-  inner_lead = (indices_shape[:-1] if in_axes[1] is None else
-                tuple(d for j, d in enumerate(indices_shape[:-1])
-                      if j != in_axes[1]))
-  indices = gs.random_indices(rng, inner_data_shape[b:b + k],
-                              (n,) + inner_lead)
+  inner_lead = (
+    indices_shape[:-1]
+    if in_axes[1] is None
+    else tuple(d for j, d in enumerate(indices_shape[:-1]) if j != in_axes[1])
+  )
+  indices = gs.random_indices(
+    rng, inner_data_shape[b : b + k], (n,) + inner_lead
+  )
   if in_axes[1] is None:
     indices = indices[0]
   else:
@@ -458,24 +623,29 @@ def test_vmap_equals_loop(name):
   fn = lambda d, i: jaxops.gather_nd(d, i, b)
   out = jax.vmap(fn, in_axes, out_axes)(data, indices)
   loop = [
-      gs.np_gather_nd(
-          data if in_axes[0] is None else np.take(data, j, in_axes[0]),
-          indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
-          b) for j in range(n)
+    gs.np_gather_nd(
+      data if in_axes[0] is None else np.take(data, j, in_axes[0]),
+      indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
+      b,
+    )
+    for j in range(n)
   ]
   assert_same(out, np.stack(loop, axis=out_axes), name)
-  assert_same(jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
-                 np.stack(loop, axis=out_axes), name)
+  assert_same(
+    jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
+    np.stack(loop, axis=out_axes),
+    name,
+  )
 
 
 # ---------------------------------------------------------------------------
 # Derivatives.
 
 GRAD_CONFIGS = {
-    "elements": ((4, 5), (3, 2), 0),
-    "slices_with_duplicates": ((4, 3), (6, 1), 0),
-    "batch1": ((3, 4, 2), (3, 2, 1), 1),
-    "batch2_leading": ((2, 3, 4), (2, 3, 2, 1), 2),
+  "elements": ((4, 5), (3, 2), 0),
+  "slices_with_duplicates": ((4, 3), (6, 1), 0),
+  "batch1": ((3, 4, 2), (3, 2, 1), 1),
+  "batch2_leading": ((2, 3, 4), (2, 3, 2, 1), 2),
 }
 
 
@@ -486,9 +656,13 @@ def test_check_grads(name):
   rng = np.random.default_rng(4)
   data = rng.standard_normal(data_shape)
   k = indices_shape[-1]
-  indices = gs.random_indices(rng, data_shape[b:b + k], indices_shape[:-1])
-  check_grads(lambda d: jaxops.gather_nd(d, indices, b), (data,), order=2,
-              modes=["fwd", "rev"])
+  indices = gs.random_indices(rng, data_shape[b : b + k], indices_shape[:-1])
+  check_grads(
+    lambda d: jaxops.gather_nd(d, indices, b),
+    (data,),
+    order=2,
+    modes=["fwd", "rev"],
+  )
 
 
 def test_grad_counts_duplicates_and_ignores_out_of_range():
@@ -502,10 +676,12 @@ def test_grad_counts_duplicates_and_ignores_out_of_range():
 
   grad = jax.grad(loss)(data, indices)
   assert_same(grad, np.array([[2.0, 2.0], [0.0, 0.0], [2.0, 2.0]]))
-  _, tangent = jax.jvp(lambda d: jax.jit(jaxops.gather_nd)(d, indices),
-                       (data,), (np.ones_like(data),))
-  assert_same(tangent, np.array([[1.0, 1.0]] * 3 + [[0.0, 0.0]]
-                                   + [[1.0, 1.0]]))
+  _, tangent = jax.jvp(
+    lambda d: jax.jit(jaxops.gather_nd)(d, indices),
+    (data,),
+    (np.ones_like(data),),
+  )
+  assert_same(tangent, np.array([[1.0, 1.0]] * 3 + [[0.0, 0.0]] + [[1.0, 1.0]]))
 
 
 # ---------------------------------------------------------------------------
@@ -513,14 +689,21 @@ def test_grad_counts_duplicates_and_ignores_out_of_range():
 
 
 @hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
-@hypothesis.given(seed=st.integers(0, 2**32 - 1),
-                  dtype=st.sampled_from([np.float32, np.int8, np.bool_,
-                                         np.complex64]),
-                  index_dtype=st.sampled_from([np.int32, np.int64, np.uint8]))
+@hypothesis.given(
+  seed=st.integers(0, 2**32 - 1),
+  dtype=st.sampled_from([np.float32, np.int8, np.bool_, np.complex64]),
+  index_dtype=st.sampled_from([np.int32, np.int64, np.uint8]),
+)
 def test_property_matches_numpy(seed, dtype, index_dtype):
   case = gs.random_gather_nd_case(
-      seed, dtypes=(dtype,), index_dtypes=(index_dtype,),
-      negative=np.issubdtype(index_dtype, np.signedinteger))
+    seed,
+    dtypes=(dtype,),
+    index_dtypes=(index_dtype,),
+    negative=np.issubdtype(index_dtype, np.signedinteger),
+  )
   expected = gs.np_gather_nd(case.data, case.indices, case.batch_dims)
-  assert_same(jaxops.gather_nd(case.data, case.indices, case.batch_dims),
-                 expected, case.describe())
+  assert_same(
+    jaxops.gather_nd(case.data, case.indices, case.batch_dims),
+    expected,
+    case.describe(),
+  )

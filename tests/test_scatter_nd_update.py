@@ -18,7 +18,7 @@ from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
-from jaxops import _scatter_nd_update as snu
+from jaxops import _duplicates as dup
 from jaxops import shapes
 from tests.support.asserts import assert_same
 
@@ -41,15 +41,26 @@ def reference(data, indices, updates, mode="drop"):
   return out
 
 
-def random_case(rng, data_shape, lead_shape, k, *, unique, dtype=np.float64,
-                index_dtype=np.int64):
+def random_case(
+  rng,
+  data_shape,
+  lead_shape,
+  k,
+  *,
+  unique,
+  dtype=np.float64,
+  index_dtype=np.int64,
+):
   """Valid indices in [-s, s-1] (negatives included), unique if asked."""
   sizes = data_shape[:k]
   n = int(np.prod(lead_shape))
   if unique:
     flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
-    tuples = np.stack(np.unravel_index(flat, sizes), -1) if k else \
-        np.zeros((n, 0), np.int64)
+    tuples = (
+      np.stack(np.unravel_index(flat, sizes), -1)
+      if k
+      else np.zeros((n, 0), np.int64)
+    )
     negate = rng.random(tuples.shape) < 0.3
     tuples = np.where(negate, tuples - np.asarray(sizes), tuples)
   else:
@@ -61,7 +72,7 @@ def random_case(rng, data_shape, lead_shape, k, *, unique, dtype=np.float64,
   return data, indices, updates
 
 
-# --- spec examples ---------------------------------------------------------
+# --- spec examples
 
 
 def test_spec_example_1_elements():
@@ -78,75 +89,181 @@ def test_spec_example_2_slices():
   b = [[8, 7, 6, 5], [4, 3, 2, 1], [1, 2, 3, 4], [5, 6, 7, 8]]
   data = np.array([a, a, b, b], np.int32)
   indices = np.array([[0], [2]], np.int64)
-  updates = np.array([[[5] * 4, [6] * 4, [7] * 4, [8] * 4],
-                      [[1] * 4, [2] * 4, [3] * 4, [4] * 4]], np.int32)
+  updates = np.array(
+    [
+      [[5] * 4, [6] * 4, [7] * 4, [8] * 4],
+      [[1] * 4, [2] * 4, [3] * 4, [4] * 4],
+    ],
+    np.int32,
+  )
   expected = np.array([updates[0], a, updates[1], b], np.int32)
   np.testing.assert_array_equal(
-      jaxops.scatter_nd_update(data, indices, updates), expected)
+    jaxops.scatter_nd_update(data, indices, updates), expected
+  )
 
 
 def test_ir_layer_example_shape_rule_and_eval_shape():
-  data_shape, indices_shape, updates_shape = (1000, 256, 10, 15), (25, 125, 3), (25, 125, 15)
-  assert shapes.scatter_nd_update(data_shape, indices_shape,
-                                  updates_shape) == data_shape
+  data_shape, indices_shape, updates_shape = (
+    (1000, 256, 10, 15),
+    (25, 125, 3),
+    (25, 125, 15),
+  )
+  assert (
+    shapes.scatter_nd_update(data_shape, indices_shape, updates_shape)
+    == data_shape
+  )
   out = jax.eval_shape(
-      jaxops.scatter_nd_update,
-      jax.ShapeDtypeStruct(data_shape, jnp.float32),
-      jax.ShapeDtypeStruct(indices_shape, jnp.int32),
-      jax.ShapeDtypeStruct(updates_shape, jnp.float32))
+    jaxops.scatter_nd_update,
+    jax.ShapeDtypeStruct(data_shape, jnp.float32),
+    jax.ShapeDtypeStruct(indices_shape, jnp.int32),
+    jax.ShapeDtypeStruct(updates_shape, jnp.float32),
+  )
   assert out.shape == data_shape and out.dtype == jnp.float32
 
 
-# --- bad inputs --------------------------------------------------------------
+# --- bad inputs
 
 F32, I32 = np.float32, np.int32
 
 # (id, data (shape, dtype), indices (shape, dtype), updates (shape, dtype),
 #  kwargs, exception, message regex)
 BAD_INPUTS = [
-    ("updates_would_broadcast", ((4, 3), F32), ((2, 1), I32), ((1, 3), F32), {},
-     ValueError, r"ScatterNDUpdate-3: updates shape \(1, 3\) must equal "
-     r"indices.shape\[:-1\] \+ data.shape\[k:\] = \(2, 3\) with k=1; updates "
-     r"are not broadcast"),
-    ("updates_scalar_for_vector", ((4, 3), F32), ((2, 2), I32), ((), F32), {},
-     ValueError, r"updates shape \(\) must equal .* = \(2,\) with k=2"),
-    ("updates_wrong_slice", ((4, 3), F32), ((2, 1), I32), ((2, 4), F32), {},
-     ValueError, r"updates shape \(2, 4\) must equal .* = \(2, 3\)"),
-    ("updates_two_elements_for_0d", ((4,), F32), ((1,), I32), ((2,), F32), {},
-     ValueError, r"updates shape \(2,\) must equal .* = \(\) \(or \(1,\)\)"),
-    ("k_greater_than_rank", ((4,), F32), ((2, 2), I32), ((2,), F32), {},
-     ValueError, r"indices.shape\[-1\]=2 must be <= rank\(data\)=1 "
-     r"\(data shape \(4,\), indices shape \(2, 2\), updates shape \(2,\)\)"),
-    ("data_rank_0", ((), F32), ((1,), I32), ((), F32), {},
-     ValueError, r"data must have rank >= 1, got rank 0"),
-    ("indices_rank_0", ((4,), F32), ((), I32), ((), F32), {},
-     ValueError, r"indices must have rank >= 1, got rank 0"),
-    ("float_indices", ((4,), F32), ((2, 1), F32), ((2,), F32), {},
-     TypeError, r"ScatterNDUpdate-3: indices must have an integer dtype, "
-     r"got float32"),
-    ("dtype_mismatch", ((4,), F32), ((2, 1), I32), ((2,), np.float16), {},
-     TypeError, r"updates dtype float16 must equal data dtype float32"),
-    ("int_updates_for_float_data", ((4,), F32), ((2, 1), I32), ((2,), I32), {},
-     TypeError, r"updates dtype int32 must equal data dtype float32"),
-    ("bad_mode", ((4,), F32), ((2, 1), I32), ((2,), F32), {"mode": "wrap"},
-     ValueError, r"mode='wrap' must be one of \('drop', 'clip', "
-     r"'promise_in_bounds'\)"),
-    ("unique_not_bool", ((4,), F32), ((2, 1), I32), ((2,), F32),
-     {"unique_indices": 1}, TypeError,
-     r"unique_indices must be a Python bool, got int 1"),
+  (
+    "updates_would_broadcast",
+    ((4, 3), F32),
+    ((2, 1), I32),
+    ((1, 3), F32),
+    {},
+    ValueError,
+    r"ScatterNDUpdate-3: updates shape \(1, 3\) must equal "
+    r"indices.shape\[:-1\] \+ data.shape\[k:\] = \(2, 3\) with k=1; updates "
+    r"are not broadcast",
+  ),
+  (
+    "updates_scalar_for_vector",
+    ((4, 3), F32),
+    ((2, 2), I32),
+    ((), F32),
+    {},
+    ValueError,
+    r"updates shape \(\) must equal .* = \(2,\) with k=2",
+  ),
+  (
+    "updates_wrong_slice",
+    ((4, 3), F32),
+    ((2, 1), I32),
+    ((2, 4), F32),
+    {},
+    ValueError,
+    r"updates shape \(2, 4\) must equal .* = \(2, 3\)",
+  ),
+  (
+    "updates_two_elements_for_0d",
+    ((4,), F32),
+    ((1,), I32),
+    ((2,), F32),
+    {},
+    ValueError,
+    r"updates shape \(2,\) must equal .* = \(\) \(or \(1,\)\)",
+  ),
+  (
+    "k_greater_than_rank",
+    ((4,), F32),
+    ((2, 2), I32),
+    ((2,), F32),
+    {},
+    ValueError,
+    r"indices.shape\[-1\]=2 must be <= rank\(data\)=1 "
+    r"\(data shape \(4,\), indices shape \(2, 2\), updates shape \(2,\)\)",
+  ),
+  (
+    "data_rank_0",
+    ((), F32),
+    ((1,), I32),
+    ((), F32),
+    {},
+    ValueError,
+    r"data must have rank >= 1, got rank 0",
+  ),
+  (
+    "indices_rank_0",
+    ((4,), F32),
+    ((), I32),
+    ((), F32),
+    {},
+    ValueError,
+    r"indices must have rank >= 1, got rank 0",
+  ),
+  (
+    "float_indices",
+    ((4,), F32),
+    ((2, 1), F32),
+    ((2,), F32),
+    {},
+    TypeError,
+    r"ScatterNDUpdate-3: indices must have an integer dtype, "
+    r"got float32",
+  ),
+  (
+    "dtype_mismatch",
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), np.float16),
+    {},
+    TypeError,
+    r"updates dtype float16 must equal data dtype float32",
+  ),
+  (
+    "int_updates_for_float_data",
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), I32),
+    {},
+    TypeError,
+    r"updates dtype int32 must equal data dtype float32",
+  ),
+  (
+    "bad_mode",
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), F32),
+    {"mode": "wrap"},
+    ValueError,
+    r"mode='wrap' must be one of \('drop', 'clip', "
+    r"'promise_in_bounds'\)",
+  ),
+  (
+    "unique_not_bool",
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), F32),
+    {"unique_indices": 1},
+    TypeError,
+    r"unique_indices must be a Python bool, got int 1",
+  ),
 ]
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
 def test_bad_inputs_raise_at_trace_time(case):
-  _, (d_shape, d_dtype), (i_shape, i_dtype), (u_shape, u_dtype), kwargs, exc, \
-      pattern = case
-  args = (jax.ShapeDtypeStruct(d_shape, d_dtype),
-          jax.ShapeDtypeStruct(i_shape, i_dtype),
-          jax.ShapeDtypeStruct(u_shape, u_dtype))
+  (
+    _,
+    (d_shape, d_dtype),
+    (i_shape, i_dtype),
+    (u_shape, u_dtype),
+    kwargs,
+    exc,
+    pattern,
+  ) = case
+  args = (
+    jax.ShapeDtypeStruct(d_shape, d_dtype),
+    jax.ShapeDtypeStruct(i_shape, i_dtype),
+    jax.ShapeDtypeStruct(u_shape, u_dtype),
+  )
   with pytest.raises(exc, match=pattern):
-    jax.eval_shape(lambda d, i, u: jaxops.scatter_nd_update(d, i, u, **kwargs),
-                   *args)
+    jax.eval_shape(
+      lambda d, i, u: jaxops.scatter_nd_update(d, i, u, **kwargs), *args
+    )
   if exc is ValueError and not kwargs:
     # The shape rule raises the same error without arrays.
     with pytest.raises(ValueError, match=pattern):
@@ -154,8 +271,11 @@ def test_bad_inputs_raise_at_trace_time(case):
 
 
 def test_python_float_list_into_int_data_is_rejected():
-  with pytest.raises(TypeError, match=r"updates given as a Python float "
-                     r"cannot be converted to data dtype int32"):
+  with pytest.raises(
+    TypeError,
+    match=r"updates given as a Python float "
+    r"cannot be converted to data dtype int32",
+  ):
     jaxops.scatter_nd_update(np.zeros(3, np.int32), [[0]], [1.5])
 
 
@@ -166,50 +286,71 @@ def test_python_values_take_data_dtype():
 
 
 def test_eager_out_of_range_raises_index_error():
-  with pytest.raises(IndexError, match=re.escape(
-      "ScatterNDUpdate-3: indices[1, 0]=4 is out of range for a dim of size 4")):
+  with pytest.raises(
+    IndexError,
+    match=re.escape(
+      "ScatterNDUpdate-3: indices[1, 0]=4 is out of range for a dim of size 4"
+    ),
+  ):
     jaxops.scatter_nd_update(np.zeros(4), np.array([[1], [4]]), np.ones(2))
   with pytest.raises(IndexError, match=r"indices\[0, 1\]=-4 is out of range"):
     jaxops.scatter_nd_update(np.zeros((2, 3)), np.array([[1, -4]]), np.ones(1))
 
 
-# --- values: shapes, dtypes, zero-size -----------------------------------------
+# --- values: shapes, dtypes, zero-size
 
 # Jitted once: one compilation per signature instead of one per primitive
 # (eager equality with jit is part of tests/test_transforms.py).
 _JITTED = jax.jit(jaxops.scatter_nd_update)
-_JITTED_UNIQUE = jax.jit(functools.partial(jaxops.scatter_nd_update,
-                                           unique_indices=True))
+_JITTED_UNIQUE = jax.jit(
+  functools.partial(jaxops.scatter_nd_update, unique_indices=True)
+)
 
 SHAPE_CASES = [
-    # (data shape, leading indices shape, k)
-    ((8,), (4,), 1),
-    ((5, 6), (3,), 2),
-    ((5, 6), (2, 2), 1),
-    ((4, 3, 5), (2, 2), 2),
-    ((4, 3, 5), (), 3),
-    ((4, 3, 5), (1,), 1),
-    ((6, 2, 3, 2), (2, 1, 2), 3),
+  # (data shape, leading indices shape, k)
+  ((8,), (4,), 1),
+  ((5, 6), (3,), 2),
+  ((5, 6), (2, 2), 1),
+  ((4, 3, 5), (2, 2), 2),
+  ((4, 3, 5), (), 3),
+  ((4, 3, 5), (1,), 1),
+  ((6, 2, 3, 2), (2, 1, 2), 3),
 ]
 
 
 @pytest.mark.parametrize("unique", [True, False], ids=["unique", "duplicates"])
-@pytest.mark.parametrize("data_shape,lead,k", SHAPE_CASES,
-                         ids=[str(c) for c in SHAPE_CASES])
+@pytest.mark.parametrize(
+  "data_shape,lead,k", SHAPE_CASES, ids=[str(c) for c in SHAPE_CASES]
+)
 def test_matches_in_order_reference(data_shape, lead, k, unique):
   rng = np.random.default_rng(hash((data_shape, lead, k)) % 2**32)
   for _ in range(3):
-    data, indices, updates = random_case(rng, data_shape, lead, k,
-                                         unique=unique)
+    data, indices, updates = random_case(
+      rng, data_shape, lead, k, unique=unique
+    )
     out = _JITTED(data, indices, updates)
     assert_same(out, reference(data, indices, updates))
     if unique:
       assert_same(_JITTED_UNIQUE(data, indices, updates), np.asarray(out))
 
 
-DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
-          np.uint32, np.int64, np.uint64, jnp.bfloat16, np.float16, np.float32,
-          np.float64, np.complex64, np.complex128]
+DTYPES = [
+  np.bool_,
+  np.int8,
+  np.uint8,
+  np.int16,
+  np.uint16,
+  np.int32,
+  np.uint32,
+  np.int64,
+  np.uint64,
+  jnp.bfloat16,
+  np.float16,
+  np.float32,
+  np.float64,
+  np.complex64,
+  np.complex128,
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -218,18 +359,23 @@ def test_every_data_dtype(dtype):
   data = rng.integers(0, 100, size=(5, 4)).astype(dtype)
   updates = rng.integers(0, 100, size=(3, 4)).astype(dtype)
   indices = np.array([[4], [-5], [4]], np.int32)  # duplicate: last wins
-  assert_same(_JITTED(data, indices, updates), reference(data, indices, updates))
+  assert_same(
+    _JITTED(data, indices, updates), reference(data, indices, updates)
+  )
 
 
-@pytest.mark.parametrize("index_dtype", [np.int8, np.uint8, np.int16, np.int32,
-                                         np.int64, np.uint32, np.uint64],
-                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+  "index_dtype",
+  [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64],
+  ids=lambda d: np.dtype(d).name,
+)
 def test_index_dtypes(index_dtype):
   rng = np.random.default_rng(4)
   signed = np.issubdtype(index_dtype, np.signedinteger)
   data = rng.standard_normal((200, 3))
-  indices = rng.integers(-200 if signed else 0, 200 if signed else 200,
-                         size=(50, 1))
+  indices = rng.integers(
+    -200 if signed else 0, 200 if signed else 200, size=(50, 1)
+  )
   if np.dtype(index_dtype).itemsize == 1:
     indices = np.clip(indices, -128 if signed else 0, 127)
   indices = indices.astype(index_dtype)
@@ -243,7 +389,9 @@ def test_unsigned_out_of_range_under_jit_is_dropped_not_wrapped():
   # 2**32 + 1 would alias index 1 if narrowed to 32 bits without care.
   data = np.zeros(4)
   indices = np.array([[2**32 + 1], [3], [2**63]], np.uint64)
-  out = jax.jit(jaxops.scatter_nd_update)(data, indices, np.array([5., 6., 7.]))
+  out = jax.jit(jaxops.scatter_nd_update)(
+    data, indices, np.array([5.0, 6.0, 7.0])
+  )
   np.testing.assert_array_equal(out, [0, 0, 0, 6])
 
 
@@ -253,18 +401,19 @@ def test_zero_d_updates_and_one_element_form(updates_shape):
   updates = np.full(updates_shape, 9, np.float32)
   out = jaxops.scatter_nd_update(data, np.array([1, -1]), updates)
   np.testing.assert_array_equal(out, [[0, 1, 2], [3, 4, 9]])
-  grad = jax.grad(lambda u: jnp.sum(
-      jaxops.scatter_nd_update(data, np.array([1, 2]), u) * 3))(updates)
+  grad = jax.grad(
+    lambda u: jnp.sum(jaxops.scatter_nd_update(data, np.array([1, 2]), u) * 3)
+  )(updates)
   assert grad.shape == updates_shape
   np.testing.assert_array_equal(grad, np.full(updates_shape, 3, np.float32))
 
 
 ZERO_SIZE = [
-    # (id, data shape, indices shape, updates shape)
-    ("no_tuples", (4, 3), (0, 1), (0, 3)),
-    ("no_tuples_2d_lead", (4, 3), (2, 0, 2), (2, 0)),
-    ("empty_slices", (4, 0), (2, 1), (2, 0)),
-    ("empty_data_and_tuples", (0, 3), (0, 1), (0, 3)),
+  # (id, data shape, indices shape, updates shape)
+  ("no_tuples", (4, 3), (0, 1), (0, 3)),
+  ("no_tuples_2d_lead", (4, 3), (2, 0, 2), (2, 0)),
+  ("empty_slices", (4, 0), (2, 1), (2, 0)),
+  ("empty_data_and_tuples", (0, 3), (0, 1), (0, 3)),
 ]
 
 
@@ -278,16 +427,19 @@ def test_zero_size(case):
     out = fn(data, indices, updates)
     assert out.shape == data_shape and out.dtype == np.float32
     np.testing.assert_array_equal(out, data)
-  grads = jax.grad(lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
-                   argnums=(0, 1))(data, updates)
+  grads = jax.grad(
+    lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
+    argnums=(0, 1),
+  )(data, updates)
   np.testing.assert_array_equal(grads[0], np.ones(data_shape))
   assert grads[1].shape == updates_shape
 
 
 def test_tuples_into_an_empty_dim_are_dropped_under_jit():
   data = np.zeros((0, 3), np.float32)
-  out = jax.jit(jaxops.scatter_nd_update)(data, np.array([[0]]),
-                                          np.ones((1, 3), np.float32))
+  out = jax.jit(jaxops.scatter_nd_update)(
+    data, np.array([[0]]), np.ones((1, 3), np.float32)
+  )
   assert out.shape == (0, 3)
   with pytest.raises(IndexError, match="dim of size 0"):
     jaxops.scatter_nd_update(data, np.array([[0]]), np.ones((1, 3), np.float32))
@@ -295,88 +447,147 @@ def test_tuples_into_an_empty_dim_are_dropped_under_jit():
 
 def test_k0_replaces_everything_and_last_wins():
   data = np.zeros((2, 3))
-  updates = np.stack([np.full((2, 3), 1.), np.full((2, 3), 2.)])
+  updates = np.stack([np.full((2, 3), 1.0), np.full((2, 3), 2.0)])
   out = jaxops.scatter_nd_update(data, np.zeros((2, 0), np.int64), updates)
-  np.testing.assert_array_equal(out, np.full((2, 3), 2.))
+  np.testing.assert_array_equal(out, np.full((2, 3), 2.0))
   grad_d, grad_u = jax.grad(
-      lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, np.zeros((2, 0), int), u)),
-      argnums=(0, 1))(data, updates)
+    lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, np.zeros((2, 0), int), u)),
+    argnums=(0, 1),
+  )(data, updates)
   np.testing.assert_array_equal(grad_d, 0)
   np.testing.assert_array_equal(grad_u, [np.zeros((2, 3)), np.ones((2, 3))])
 
 
-# --- duplicates: every winner strategy ---------------------------------------
+# --- duplicates: every winner strategy
 
-def _fit_only_up_to(limit):
-  """An `_int_dtype_for` that pretends wider values do not fit."""
-  return lambda value: jnp.int32 if value <= limit else None
-
-
-_SORTS = {"_TABLE_MIN_SLOTS": 0, "_TABLE_SLOTS_PER_TUPLE": 0}
-_NO_BITMAP = {"_BITMAP_MIN_WORDS": 0, "_BITMAP_WORDS_PER_TUPLE": 0}
+I32 = np.dtype(np.int32)
 STRATEGIES = {
-    # name: ({module attribute: value} forcing that branch of `_winners`,
-    #        the (search, repeat test) `_strategy` then picks).
-    "table": ({"_TABLE_MIN_SLOTS": 1 << 30}, ("table", None)),
-    "packed_sort_bitmap": (_SORTS, ("packed_sort", "bitmap")),
-    "packed_sort_sorted": ({**_SORTS, **_NO_BITMAP}, ("packed_sort", "sort")),
-    "rank_table_bitmap": ({**_SORTS, "_int_dtype_for": "slots"},
-                          ("rank_table", "bitmap")),
-    "rank_table_sorted": ({**_SORTS, **_NO_BITMAP, "_int_dtype_for": "slots"},
-                          ("rank_table", "sort")),
-    "column_sort": ({"_int_dtype_for": "below_slots"}, ("columns", None)),
+  # Every search, with each repeat test a sort-based search can run. The
+  # test shapes are small, so int32 targets and packed keys fit in both
+  # x64 modes.
+  "table": dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32),
+  "packed_sort": dup.Strategy(
+    dup.Search.PACKED_SORT, dup.RepeatTest.NONE, I32, I32
+  ),
+  "packed_sort_bitmap": dup.Strategy(
+    dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32, I32
+  ),
+  "packed_sort_sorted": dup.Strategy(
+    dup.Search.PACKED_SORT, dup.RepeatTest.SORT, I32, I32
+  ),
+  "rank_table": dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.NONE, I32),
+  "rank_table_bitmap": dup.Strategy(
+    dup.Search.RANK_TABLE, dup.RepeatTest.BITMAP, I32
+  ),
+  "rank_table_sorted": dup.Strategy(
+    dup.Search.RANK_TABLE, dup.RepeatTest.SORT, I32
+  ),
+  "column_sort": dup.Strategy(dup.Search.COLUMNS),
 }
-SORT_STRATEGIES = [name for name, (_, (search, _)) in STRATEGIES.items()
-                   if search in ("packed_sort", "rank_table")]
+SORT_STRATEGIES = [
+  name
+  for name, s in STRATEGIES.items()
+  if s.search in (dup.Search.PACKED_SORT, dup.Search.RANK_TABLE)
+]
+TESTED_STRATEGIES = [
+  name
+  for name, s in STRATEGIES.items()
+  if s.repeat_test is not dup.RepeatTest.NONE
+  or s.search in (dup.Search.TABLE, dup.Search.COLUMNS)
+]
 
 
-def _force_strategy(monkeypatch, strategy, data_shape, indices_shape):
-  """Makes `_strategy` pick `strategy` for these shapes, and checks it does."""
-  k = indices_shape[-1]
-  slots = int(np.prod(data_shape[:k]))
-  attributes, expected = STRATEGIES[strategy]
-  for name, value in attributes.items():
-    if value == "slots":
-      value = _fit_only_up_to(slots)
-    elif value == "below_slots":
-      value = _fit_only_up_to(slots - 1)
-    monkeypatch.setattr(snu, name, value)
-  picked = snu._strategy(int(np.prod(indices_shape[:-1])), data_shape[:k])
-  assert (picked[0], picked[3]) == expected, picked
+def _update(strategy, **kwargs):
+  """A fresh jitted scatter_nd_update with the named strategy forced (a
+  fresh function, so that jit does not reuse another strategy's trace)."""
+  return jax.jit(
+    lambda d, i, u: jaxops.scatter_nd_update(
+      d, i, u, _strategy=STRATEGIES[strategy], **kwargs
+    )
+  )
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-@pytest.mark.parametrize("data_shape,lead,k", [((7,), (40,), 1),
-                                               ((4, 3, 2), (6, 5), 2),
-                                               ((3, 4, 2), (30,), 3)])
-def test_duplicates_last_wins_every_strategy(monkeypatch, strategy, data_shape,
-                                             lead, k):
-  _force_strategy(monkeypatch, strategy, data_shape, lead + (k,))
+# (n, sizes) -> the strategy picked without x64 / with x64.
+CHOICES = [
+  ((4, (7,)), dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32), None),
+  (
+    (1000, (1 << 20,)),
+    dup.Strategy(dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32, I32),
+    None,
+  ),
+  (
+    (10_000, (1 << 21,)),
+    dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.BITMAP, I32),
+    dup.Strategy(
+      dup.Search.PACKED_SORT, dup.RepeatTest.BITMAP, I32, np.dtype(np.int64)
+    ),
+  ),
+  (
+    (1000, (1 << 24,)),
+    dup.Strategy(dup.Search.RANK_TABLE, dup.RepeatTest.SORT, I32),
+    dup.Strategy(
+      dup.Search.PACKED_SORT, dup.RepeatTest.SORT, I32, np.dtype(np.int64)
+    ),
+  ),
+  (
+    (1000, (1 << 16, 1 << 16)),
+    dup.Strategy(dup.Search.COLUMNS),
+    dup.Strategy(
+      dup.Search.PACKED_SORT,
+      dup.RepeatTest.SORT,
+      np.dtype(np.int64),
+      np.dtype(np.int64),
+    ),
+  ),
+]
+
+
+@pytest.mark.parametrize(
+  "args,x32,x64", CHOICES, ids=[str(c[0]) for c in CHOICES]
+)
+def test_choose_strategy(jax_mode, args, x32, x64):
+  expected = x64 if jax_mode == "x64" and x64 is not None else x32
+  assert dup.choose_strategy(*args) == expected
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize(
+  "data_shape,lead,k",
+  [((7,), (40,), 1), ((4, 3, 2), (6, 5), 2), ((3, 4, 2), (30,), 3)],
+)
+def test_duplicates_last_wins_every_strategy(strategy, data_shape, lead, k):
   rng = np.random.default_rng(11)
-  data, indices, updates = random_case(rng, data_shape, lead, k, unique=False)
+  data, indices, updates = random_case(
+    rng, data_shape, lead, k, unique=False, dtype=np.float32
+  )
   # Out-of-range tuples mixed in (dropped under jit), on both sides.
   indices.reshape(-1, k)[::7, 0] = data_shape[0] + 2
   indices.reshape(-1, k)[3::11, 0] = -data_shape[0] - 1
-  _check_against_loop(data, indices, updates, rng)
+  _check_against_loop(strategy, data, indices, updates, rng)
 
 
-def _check_against_loop(data, indices, updates, rng):
+def _check_against_loop(strategy, data, indices, updates, rng):
   """Values (drop and clip) and d/d updates against the in-order NumPy loop."""
-  expected = reference(data, indices, updates)
-  # A fresh function per call: jax.jit of the same function would reuse the
-  # trace (and strategy) of an earlier parameterization.
-  out = jax.jit(lambda *a: jaxops.scatter_nd_update(*a))(data, indices, updates)
-  np.testing.assert_array_equal(out, expected)
+  out = _update(strategy)(data, indices, updates)
+  np.testing.assert_array_equal(out, reference(data, indices, updates))
   np.testing.assert_array_equal(
-      jax.jit(lambda *a: jaxops.scatter_nd_update(*a, mode="clip"))(
-          data, indices, updates), reference(data, indices, updates, "clip"))
+    _update(strategy, mode="clip")(data, indices, updates),
+    reference(data, indices, updates, "clip"),
+  )
   # XLA on CPU happens to apply even a "unique" scatter in order, so values
   # alone cannot tell a broken winner search; the losers' zero gradients can.
-  cotangent = rng.standard_normal(data.shape)
-  grad_u = jax.jit(jax.grad(lambda u, i: jnp.sum(
-      jaxops.scatter_nd_update(data, i, u) * cotangent)))(updates, indices)
-  np.testing.assert_array_equal(grad_u, _expected_updates_grad(indices,
-                                                                cotangent))
+  cotangent = rng.standard_normal(data.shape).astype(data.dtype)
+  grad_u = jax.jit(
+    jax.grad(
+      lambda u, i: jnp.sum(
+        jaxops.scatter_nd_update(data, i, u, _strategy=STRATEGIES[strategy])
+        * cotangent
+      )
+    )
+  )(updates, indices)
+  np.testing.assert_array_equal(
+    grad_u, _expected_updates_grad(indices, cotangent)
+  )
 
 
 def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
@@ -388,8 +599,9 @@ def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
   repeats). "all_out_of_range": every tuple dropped.
   """
   sizes = np.asarray(data_shape[:k])
-  data, indices, updates = random_case(rng, data_shape, (n,), k,
-                                       unique=kind != "duplicates")
+  data, indices, updates = random_case(
+    rng, data_shape, (n,), k, unique=kind != "duplicates", dtype=np.float32
+  )
   if kind == "duplicates":
     indices[1::4] = indices[0]  # at least these repeat
   elif kind == "out_of_range_duplicates":
@@ -401,49 +613,64 @@ def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
   return data, indices, updates
 
 
-REPEAT_KINDS = ["unique", "duplicates", "out_of_range_duplicates",
-                "all_out_of_range"]
+REPEAT_KINDS = [
+  "unique",
+  "duplicates",
+  "out_of_range_duplicates",
+  "all_out_of_range",
+]
 
 
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
 @pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_both_branches_of_the_repeat_test(monkeypatch, strategy,
-                                                        kind):
-  _force_strategy(monkeypatch, strategy, (5, 4, 3), (12, 2))
+def test_sort_searches_both_branches_of_the_repeat_test(strategy, kind):
   rng = np.random.default_rng(REPEAT_KINDS.index(kind))
   data, indices, updates = _repeat_case(rng, kind)
   # The repeat test itself: a wrong "no repeats" shows in the loser gradients
   # below, a wrong "repeats" only here.
-  assert bool(_repeats(strategy, indices, data.shape)) == (kind == "duplicates")
-  _check_against_loop(data, indices, updates, rng)
+  test = STRATEGIES[strategy].repeat_test
+  if test is not dup.RepeatTest.NONE:
+    assert bool(_repeats(test, indices, data.shape)) == (kind == "duplicates")
+  _check_against_loop(strategy, data, indices, updates, rng)
 
 
-def _repeats(strategy, indices, data_shape):
-  """The repeat test `strategy` runs, on the (n, k) indices (negatives
-  wrapped, out-of-range tuples masked)."""
+def _repeats(test, indices, data_shape):
+  """The repeat test `test` on the (n, k) indices (negatives wrapped,
+  out-of-range tuples masked)."""
   k = indices.shape[-1]
   sizes = np.asarray(data_shape[:k])
   slots = int(np.prod(sizes))
   wrapped = np.where(indices < 0, indices + sizes, indices)
   in_bounds = np.all((wrapped >= 0) & (wrapped < sizes), axis=1)
-  target = np.where(in_bounds, np.ravel_multi_index(
-      tuple(np.where(in_bounds[:, None], wrapped, 0).T), sizes), slots)
-  if strategy.endswith("_bitmap"):
-    return snu._repeats_in_bitmap(jnp.asarray(target, jnp.int32),
-                                  jnp.asarray(in_bounds), slots)
-  return snu._repeats_in_sorted(jnp.sort(jnp.asarray(target, jnp.int32)),
-                                slots)
+  target = np.where(
+    in_bounds,
+    np.ravel_multi_index(
+      tuple(np.where(in_bounds[:, None], wrapped, 0).T), sizes
+    ),
+    slots,
+  )
+  if test is dup.RepeatTest.BITMAP:
+    distinct = np.where(in_bounds, target, slots + np.arange(len(target)))
+    return dup.repeats_in_bitmap(
+      jnp.asarray(distinct, jnp.int32), slots + len(target)
+    )
+  return dup.repeats_in_sorted(jnp.sort(jnp.asarray(target, jnp.int32)), slots)
 
 
 # (id, targets, in_bounds (None: all), slots, repeats)
 BITMAP_CASES = [
-    ("distinct_bits_of_one_word", [0, 1, 2, 31], None, 64, False),
-    ("bit_31_twice_wraps", [31, 31, 5], None, 64, True),
-    ("bit_0_three_times", [32, 32, 32], None, 64, True),
-    ("carry_into_a_set_bit", [0, 0, 1], None, 64, True),
-    ("repeats_only_masked_out", [3, 3, 64, 64, 7], [False, True, True, False,
-                                                    True], 64, False),
-    ("every_slot_once", list(range(70)), None, 70, False),
+  ("distinct_bits_of_one_word", [0, 1, 2, 31], None, 64, False),
+  ("bit_31_twice_wraps", [31, 31, 5], None, 64, True),
+  ("bit_0_three_times", [32, 32, 32], None, 64, True),
+  ("carry_into_a_set_bit", [0, 0, 1], None, 64, True),
+  (
+    "repeats_only_masked_out",
+    [3, 3, 60, 60, 7],
+    [False, True, True, False, True],
+    64,
+    False,
+  ),
+  ("every_slot_once", list(range(70)), None, 70, False),
 ]
 
 
@@ -451,19 +678,32 @@ BITMAP_CASES = [
 def test_repeats_in_bitmap(case):
   _, targets, in_bounds, slots, repeats = case
   in_bounds = np.ones(len(targets), bool) if in_bounds is None else in_bounds
-  # Masked-out tuples arrive as the sentinel target `slots`.
-  targets = np.where(in_bounds, targets, slots).astype(np.int32)
-  assert bool(snu._repeats_in_bitmap(jnp.asarray(targets),
-                                     jnp.asarray(in_bounds), slots)) == repeats
-  assert bool(snu._repeats_in_sorted(jnp.sort(jnp.asarray(targets)),
-                                     slots)) == repeats
+  n = len(targets)
+  # The bitmap test sees masked-out tuples at distinct slots past the end,
+  # the sorted test at the sentinel `slots`.
+  distinct = np.where(in_bounds, targets, slots + np.arange(n))
+  assert (
+    bool(dup.repeats_in_bitmap(jnp.asarray(distinct, jnp.int32), slots + n))
+    == repeats
+  )
+  sentinel = np.where(in_bounds, targets, slots).astype(np.int32)
+  assert (
+    bool(dup.repeats_in_sorted(jnp.sort(jnp.asarray(sentinel)), slots))
+    == repeats
+  )
 
 
 @pytest.mark.parametrize("slots", [5, 37, 200])
 def test_repeat_tests_match_numpy_on_random_targets(slots):
-  both = jax.jit(lambda targets, in_bounds: (
-      snu._repeats_in_bitmap(targets, in_bounds, slots),
-      snu._repeats_in_sorted(jnp.sort(targets), slots)))
+  positions = jnp.arange(24, dtype=jnp.int32)
+  both = jax.jit(
+    lambda targets, in_bounds: (
+      dup.repeats_in_bitmap(
+        jnp.where(in_bounds, targets, slots + positions), slots + 24
+      ),
+      dup.repeats_in_sorted(jnp.sort(targets), slots),
+    )
+  )
   rng = np.random.default_rng(slots)
   for _ in range(30):
     in_bounds = rng.random(24) < rng.random()
@@ -475,24 +715,33 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
 
 
 @pytest.mark.parametrize("strategy", SORT_STRATEGIES)
-def test_sort_searches_under_vmap_mixed_batch(monkeypatch, strategy):
-  """A batched repeat test makes `lax.cond` a select running both branches."""
-  _force_strategy(monkeypatch, strategy, (5, 4, 3), (12, 2))
+def test_sort_searches_under_vmap_mixed_batch(strategy):
+  """One repeat test for the whole batch: the search stays behind a cond."""
   rng = np.random.default_rng(13)
   cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
   data, indices, updates = (np.stack(arrays) for arrays in zip(*cases))
-  out = jax.jit(jax.vmap(lambda *a: jaxops.scatter_nd_update(*a)))(
-      data, indices, updates)
-  cotangent = rng.standard_normal(data.shape)
-  grad_u = jax.jit(jax.vmap(jax.grad(lambda d, i, u, c: jnp.sum(
-      jaxops.scatter_nd_update(d, i, u) * c), argnums=2)))(
-          data, indices, updates, cotangent)
+  update = lambda d, i, u: jaxops.scatter_nd_update(
+    d, i, u, _strategy=STRATEGIES[strategy]
+  )
+  out = jax.jit(jax.vmap(update))(data, indices, updates)
+  cotangent = rng.standard_normal(data.shape).astype(np.float32)
+  grad_u = jax.jit(
+    jax.vmap(
+      jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
+    )
+  )(data, indices, updates, cotangent)
   for j, kind in enumerate(REPEAT_KINDS):
     np.testing.assert_array_equal(
-        out[j], reference(data[j], indices[j], updates[j]), err_msg=kind)
+      out[j], reference(data[j], indices[j], updates[j]), err_msg=kind
+    )
     np.testing.assert_array_equal(
-        grad_u[j], _expected_updates_grad(indices[j], cotangent[j]),
-        err_msg=kind)
+      grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), err_msg=kind
+    )
+  # A batched predicate would have turned each cond into a select running
+  # both branches.
+  if STRATEGIES[strategy].repeat_test is not dup.RepeatTest.NONE:
+    jaxpr = jax.make_jaxpr(jax.vmap(update))(data, indices, updates)
+    assert "cond[" in str(jaxpr), jaxpr
 
 
 def _winner_mask(data_shape, indices):
@@ -523,64 +772,78 @@ def _expected_updates_grad(indices, cotangent):
   return np.where(wins, gathered, 0)
 
 
-@pytest.mark.parametrize("data_shape,lead,k", [((6,), (15,), 1),
-                                               ((4, 3, 2), (3, 4), 1),
-                                               ((4, 3, 2), (10,), 3)])
+@pytest.mark.parametrize(
+  "data_shape,lead,k",
+  [((6,), (15,), 1), ((4, 3, 2), (3, 4), 1), ((4, 3, 2), (10,), 3)],
+)
 def test_duplicate_gradients_zero_for_losers(data_shape, lead, k):
   rng = np.random.default_rng(5)
   data, indices, updates = random_case(rng, data_shape, lead, k, unique=False)
   cotangent = rng.standard_normal(data_shape)
-  loss = lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u) * cotangent)
+  loss = lambda d, u: jnp.sum(
+    jaxops.scatter_nd_update(d, indices, u) * cotangent
+  )
   grad_d, grad_u = jax.jit(jax.grad(loss, argnums=(0, 1)))(data, updates)
-  written = reference(np.zeros(data_shape), indices,
-                      np.ones(updates.shape)) == 1
+  written = (
+    reference(np.zeros(data_shape), indices, np.ones(updates.shape)) == 1
+  )
   assert_same(grad_d, np.where(written, 0, cotangent))
   assert_same(grad_u, _expected_updates_grad(indices, cotangent))
   assert not _winner_mask(data_shape, indices).all(), "needs losers"
 
 
-@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
-                                      "packed_sort_sorted"])
-def test_grad_does_not_build_a_data_sized_id_tensor(monkeypatch, strategy):
+@pytest.mark.parametrize(
+  "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
+)
+def test_grad_does_not_build_a_data_sized_id_tensor(strategy):
   """JAX's default scatter VJP scatters an id tensor of data's size."""
-  data = jnp.zeros((50, 40))
-  indices = jnp.array([[1], [1], [3]])
-  _force_strategy(monkeypatch, strategy, data.shape, indices.shape)
-  jaxpr = jax.make_jaxpr(jax.grad(
-      lambda d, u: jnp.sum(jaxops.scatter_nd_update(d, indices, u)),
-      argnums=(0, 1)))(data, jnp.ones((3, 40)))
+  data = jnp.zeros((50, 40), jnp.float32)
+  indices = jnp.array([[1], [1], [3]], jnp.int32)
+  jaxpr = jax.make_jaxpr(
+    jax.grad(
+      lambda d, u: jnp.sum(
+        jaxops.scatter_nd_update(d, indices, u, _strategy=STRATEGIES[strategy])
+      ),
+      argnums=(0, 1),
+    )
+  )(data, jnp.ones((3, 40), jnp.float32))
   for eqn in jaxpr.jaxpr.eqns:
     for var in eqn.outvars:
       aval = var.aval
-      assert not (aval.shape == data.shape and
-                  jnp.issubdtype(aval.dtype, jnp.integer)), eqn
+      assert not (
+        aval.shape == data.shape and jnp.issubdtype(aval.dtype, jnp.integer)
+      ), eqn
     if eqn.primitive.name == "scatter":
       assert eqn.params["unique_indices"], eqn
 
 
-# --- out of range, checkify, donation ------------------------------------------
+# --- out of range, checkify, donation
 
 
 def test_out_of_range_dropped_under_jit_and_clip_mode():
-  data = np.arange(5.)
+  data = np.arange(5.0)
   indices = np.array([[1], [5], [-6], [-1], [100]])
-  updates = np.array([10., 11., 12., 13., 14.])
+  updates = np.array([10.0, 11.0, 12.0, 13.0, 14.0])
   out = jax.jit(jaxops.scatter_nd_update)(data, indices, updates)
   np.testing.assert_array_equal(out, [0, 10, 2, 3, 13])
   clipped = jaxops.scatter_nd_update(data, indices, updates, mode="clip")
   np.testing.assert_array_equal(clipped, [12, 10, 2, 3, 14])
-  np.testing.assert_array_equal(clipped, reference(data, indices, updates, "clip"))
+  np.testing.assert_array_equal(
+    clipped, reference(data, indices, updates, "clip")
+  )
 
 
-@pytest.mark.parametrize("errors", [checkify.user_checks, checkify.index_checks],
-                         ids=["user_checks", "index_checks"])
-@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
-                                      "packed_sort_sorted"])
-def test_checkify_flags_out_of_range(monkeypatch, errors, strategy):
-  data, updates = np.zeros((4, 2)), np.ones((2, 2))
-  _force_strategy(monkeypatch, strategy, data.shape, (2, 1))
-  f = checkify.checkify(jax.jit(lambda *a: jaxops.scatter_nd_update(*a)),
-                        errors=errors)
+@pytest.mark.parametrize(
+  "errors",
+  [checkify.user_checks, checkify.index_checks],
+  ids=["user_checks", "index_checks"],
+)
+@pytest.mark.parametrize(
+  "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
+)
+def test_checkify_flags_out_of_range(errors, strategy):
+  data, updates = np.zeros((4, 2), np.float32), np.ones((2, 2), np.float32)
+  f = checkify.checkify(_update(strategy), errors=errors)
   err, out = f(data, np.array([[1], [4]]), updates)
   assert err.get() is not None
   if errors is checkify.user_checks:
@@ -590,32 +853,41 @@ def test_checkify_flags_out_of_range(monkeypatch, errors, strategy):
   assert err.get() is None
 
 
-@pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap",
-                                      "packed_sort_sorted"])
-def test_user_checks_quiet_for_in_range_duplicates(monkeypatch, strategy):
-  _force_strategy(monkeypatch, strategy, (3,), (2, 1))
-  f = checkify.checkify(jax.jit(lambda *a: jaxops.scatter_nd_update(*a)),
-                        errors=checkify.user_checks)
-  err, out = f(np.zeros(3), np.array([[1], [1]]), np.array([1., 2.]))
+@pytest.mark.parametrize(
+  "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
+)
+def test_user_checks_quiet_for_in_range_duplicates(strategy):
+  f = checkify.checkify(_update(strategy), errors=checkify.user_checks)
+  err, out = f(
+    np.zeros(3, np.float32),
+    np.array([[1], [1]]),
+    np.array([1.0, 2.0], np.float32),
+  )
   assert err.get() is None
   np.testing.assert_array_equal(out, [0, 2, 0])
 
 
+# A copy of data's buffer, in its shape or in the row view the scatter uses.
+_DATA_COPY = r"f32\[(6,4,8|24,8)\]\{[0-9,]*\} copy\("
+
+
 @pytest.mark.parametrize("unique", [False, True])
 @pytest.mark.parametrize("strategy", ["table", "rank_table_bitmap"])
-def test_donated_data_is_updated_in_place(monkeypatch, unique, strategy):
-  indices = jnp.array([[1, 2], [3, 0], [1, 2]])[:2 if unique else 3]
-  _force_strategy(monkeypatch, strategy, (6, 4, 8), indices.shape)
+def test_donated_data_is_updated_in_place(unique, strategy):
+  indices = jnp.array([[1, 2], [3, 0], [1, 2]], jnp.int32)[: 2 if unique else 3]
   updates = jnp.ones((indices.shape[0], 8), jnp.float32)
-  fn = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=unique)
+  fn = lambda d, i, u: jaxops.scatter_nd_update(
+    d, i, u, unique_indices=unique, _strategy=STRATEGIES[strategy]
+  )
   donated = jax.jit(fn, donate_argnums=0)
   data = jnp.zeros((6, 4, 8), jnp.float32)
   hlo = donated.lower(data, indices, updates).compile().as_text()
   assert "input_output_alias={ {}: (0, {}" in hlo
-  assert not re.search(r"f32\[6,4,8\]\{[0-9,]*\} copy\(", hlo), hlo
+  assert not re.search(_DATA_COPY, hlo), hlo
   # The undonated version does copy data (so the regex can match).
-  assert re.search(r"f32\[6,4,8\]\{[0-9,]*\} copy\(",
-                   jax.jit(fn).lower(data, indices, updates).compile().as_text())
+  assert re.search(
+    _DATA_COPY, jax.jit(fn).lower(data, indices, updates).compile().as_text()
+  )
   pointer = data.unsafe_buffer_pointer()
   out = donated(data, indices, updates)
   assert data.is_deleted()
@@ -625,17 +897,21 @@ def test_donated_data_is_updated_in_place(monkeypatch, unique, strategy):
   np.testing.assert_array_equal(out, expected)
 
 
-# --- transformations -----------------------------------------------------------
+# --- transformations
 
-VMAP_CASES = [((6, 3), (4,), 1, True), ((6, 3), (5,), 2, False),
-              ((4, 3, 2), (2, 2), 1, False)]
+VMAP_CASES = [
+  ((6, 3), (4,), 1, True),
+  ((6, 3), (5,), 2, False),
+  ((4, 3, 2), (2, 2), 1, False),
+]
 
 
 @pytest.mark.parametrize("data_shape,lead,k,unique", VMAP_CASES)
 def test_vmap_each_argument_matches_loop(data_shape, lead, k, unique):
   rng = np.random.default_rng(8)
-  batch = [random_case(rng, data_shape, lead, k, unique=unique)
-           for _ in range(3)]
+  batch = [
+    random_case(rng, data_shape, lead, k, unique=unique) for _ in range(3)
+  ]
   fixed = random_case(rng, data_shape, lead, k, unique=unique)
   stacked = [np.stack(arrays) for arrays in zip(*batch)]
   for argnum in (0, 1, 2, None):
@@ -652,23 +928,35 @@ def test_vmap_each_argument_matches_loop(data_shape, lead, k, unique):
       assert_same(out[j], reference(*loop_args), f"argnum {argnum}, batch {j}")
 
 
-@pytest.mark.parametrize("data_shape,lead,k,unique",
-                         [((5, 4), (3,), 2, True), ((5, 4), (2, 2), 1, True),
-                          ((5, 3), (6,), 1, False)],
-                         ids=["elements", "slices", "duplicates"])
+@pytest.mark.parametrize(
+  "data_shape,lead,k,unique",
+  [
+    ((5, 4), (3,), 2, True),
+    ((5, 4), (2, 2), 1, True),
+    ((5, 3), (6,), 1, False),
+  ],
+  ids=["elements", "slices", "duplicates"],
+)
 @pytest.mark.jax_modes("x64")  # finite differences need float64
 def test_check_grads_order2_fwd_rev(data_shape, lead, k, unique):
   rng = np.random.default_rng(9)
   data, indices, updates = random_case(rng, data_shape, lead, k, unique=unique)
-  check_grads(lambda d, u: jaxops.scatter_nd_update(d, indices, u),
-              (data, updates), order=2, modes=["fwd", "rev"], atol=1e-6,
-              rtol=1e-6)
+  check_grads(
+    lambda d, u: jaxops.scatter_nd_update(d, indices, u),
+    (data, updates),
+    order=2,
+    modes=["fwd", "rev"],
+    atol=1e-6,
+    rtol=1e-6,
+  )
 
 
 def test_integer_data_gets_float0_tangents():
   data = np.arange(4, dtype=np.int32)
   indices = np.array([[1]])
   grads = jax.grad(
-      lambda d, i, u: jnp.sum(jaxops.scatter_nd_update(d, i, u)).astype(float),
-      argnums=(0, 1, 2), allow_int=True)(data, indices, np.array([7], np.int32))
+    lambda d, i, u: jnp.sum(jaxops.scatter_nd_update(d, i, u)).astype(float),
+    argnums=(0, 1, 2),
+    allow_int=True,
+  )(data, indices, np.array([7], np.int32))
   assert all(g.dtype == jax.dtypes.float0 for g in grads)

@@ -55,8 +55,9 @@ from tests.support.asserts import assert_same
 
 DEVICES = 8
 COLLECTIVE_RE = re.compile(
-    r"\b(all-gather|all-to-all|all-reduce|reduce-scatter|collective-permute)"
-    r"(?:-start)?\(")
+  r"\b(all-gather|all-to-all|all-reduce|reduce-scatter|collective-permute)"
+  r"(?:-start)?\("
+)
 
 # Meshes by name: "x" is a 1-D mesh of 8 devices; "batch,model" is 4 x 2.
 MESH_AXES = {"x": (("x",), (8,)), "batch,model": (("batch", "model"), (4, 2))}
@@ -66,9 +67,11 @@ def make_mesh(name: str) -> Mesh:
   """The named mesh over the first 8 CPU devices (on any host)."""
   devices = jax.devices("cpu")
   if len(devices) < DEVICES:
-    pytest.fail(f"need {DEVICES} CPU devices, have {len(devices)}: "
-                "tests/conftest.py asks for them, which only works before "
-                "JAX's CPU backend starts")
+    pytest.fail(
+      f"need {DEVICES} CPU devices, have {len(devices)}: "
+      "tests/conftest.py asks for them, which only works before "
+      "JAX's CPU backend starts"
+    )
   axes, shape = MESH_AXES[name]
   return Mesh(np.array(devices[:DEVICES]).reshape(shape), axes)
 
@@ -103,6 +106,7 @@ class Layout:
   `collectives` is None for a communication-free layout, else the sorted
   collectives XLA emits for it (as documented in docs/sharding.md's table).
   """
+
   name: str
   fn: Callable[..., jax.Array]
   make_args: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
@@ -144,112 +148,230 @@ def _scatter(d, i, u):
 
 
 LAYOUTS = [
-    # ---- communication-free ------------------------------------------------
-    Layout("gather_nd/batch_dims1_sharded_batch", _gather_nd(1),
-           lambda r: (ints_as_floats(r, (16, 6, 5)),
-                      gs.random_indices(r, (6,), (16, 3))),
-           (P("x"), P("x")), P("x")),
-    Layout("gather_nd/batch_dims2_2d_mesh", _gather_nd(2),
-           lambda r: (ints_as_floats(r, (8, 4, 6, 3)),
-                      gs.random_indices(r, (6,), (8, 4, 5))),
-           (P("batch", "model"), P("batch", "model")), P("batch", "model"),
-           mesh="batch,model"),
-    Layout("gather_nd/batch_dims1_sharded_batch_and_trailing", _gather_nd(1),
-           lambda r: (ints_as_floats(r, (8, 6, 4)),
-                      gs.random_indices(r, (6,), (8, 3))),
-           (P("batch", None, "model"), P("batch")), P("batch", None, "model"),
-           mesh="batch,model"),
-    Layout("gather_nd/table_sharded_on_slice_dim", _gather_nd(0),
-           lambda r: (ints_as_floats(r, (10, 16)),
-                      gs.random_indices(r, (10,), (7,))),
-           (P(None, "x"), P()), P(None, "x")),
-    Layout("gather_nd/replicated_table_sharded_indices", _gather_nd(0),
-           lambda r: (ints_as_floats(r, (10, 3)),
-                      gs.random_indices(r, (10,), (16, 2))),
-           (P(), P("x")), P("x"), grad_collectives=("all-reduce",)),
-    Layout("gather_elements/axis1_sharded_dim0", _gather_elements(1),
-           lambda r: (ints_as_floats(r, (16, 6)),
-                      gs.random_indices(r, 6, (16, 9))),
-           (P("x"), P("x")), P("x")),
-    Layout("gather_elements/axis0_2d_mesh_dims1_2", _gather_elements(0),
-           lambda r: (ints_as_floats(r, (5, 4, 6)),
-                      gs.random_indices(r, 5, (7, 4, 6))),
-           (P(None, "batch", "model"), P(None, "batch", "model")),
-           P(None, "batch", "model"), mesh="batch,model"),
-    Layout("scatter_nd_update/slices_sharded_trailing", _scatter,
-           lambda r: (ints_as_floats(r, (6, 5, 16)), unique_rows(r, 6, 3),
-                      ints_as_floats(r, (3, 5, 16))),
-           (P(None, None, "x"), P(), P(None, None, "x")), P(None, None, "x"),
-           diff_argnums=(0, 2)),
-    Layout("scatter_nd_update/elements_k2_sharded_trailing", _scatter,
-           lambda r: (ints_as_floats(r, (4, 5, 8)),
-                      np.array([[0, 1], [3, -1], [-2, 2], [0, 1]]),
-                      ints_as_floats(r, (4, 8))),
-           (P(None, None, "x"), P(), P(None, "x")), P(None, None, "x"),
-           diff_argnums=(0, 2)),
-    Layout("scatter_nd_update/rows_sharded_replicated_updates", _scatter,
-           lambda r: (ints_as_floats(r, (16, 5)), unique_rows(r, 16, 6),
-                      ints_as_floats(r, (6, 5))),
-           (P("x"), P(), P()), P("x"), diff_argnums=(0, 2),
-           grad_collectives=("all-reduce",)),
-    Layout("strided_slice/cols_step2_sharded_rows",
-           lambda d: jaxops.strided_slice(d, [0, 1], [0, 10], [1, 2],
-                                          begin_mask=[1, 0], end_mask=[1, 0]),
-           lambda r: (ints_as_floats(r, (16, 12)),), (P("x"),), P("x")),
-    Layout("strided_slice/stride_divides_shard_of_sharded_dim",
-           # [1::2] of 32 rows in blocks of 4: each block keeps its own rows.
-           lambda d: jaxops.strided_slice(d, [1], [0], [2], end_mask=[1]),
-           lambda r: (ints_as_floats(r, (32, 4)),), (P("x"),), P("x")),
-    Layout("strided_slice/shrink_reverse_2d_mesh",
-           # [2, ..., ::-1] on [4, 8, 6, 3]: dims 1 and 2 pass through.
-           lambda d: jaxops.strided_slice(d, [2, 0, 0], [0, 0, 0], [1, 1, -1],
-                                          begin_mask=[0, 0, 1],
-                                          end_mask=[0, 0, 1],
-                                          shrink_axis_mask=[1, 0, 0],
-                                          ellipsis_mask=[0, 1, 0]),
-           lambda r: (ints_as_floats(r, (4, 8, 6, 3)),),
-           (P(None, "batch", "model"),), P("batch", "model"),
-           mesh="batch,model"),
-    Layout("strided_slice/new_axis_sharded_kept_dim",
-           lambda d: jaxops.strided_slice(d, [0, 0, 1], [0, 0, 5], [1, 1, 1],
-                                          begin_mask=[1, 0, 0],
-                                          end_mask=[1, 0, 0],
-                                          new_axis_mask=[0, 1, 0]),
-           lambda r: (ints_as_floats(r, (16, 6)),), (P("x"),), P("x")),
-    # ---- layouts that need communication -----------------------------------
-    Layout("gather_nd/table_sharded_on_indexed_dim", _gather_nd(0),
-           lambda r: (ints_as_floats(r, (16, 5)),
-                      gs.random_indices(r, (16,), (7,))),
-           (P("x"), P()), None, collectives=("all-reduce",)),
-    Layout("gather_elements/sharded_on_axis", _gather_elements(0),
-           lambda r: (ints_as_floats(r, (16, 8)),
-                      gs.random_indices(r, 16, (5, 8))),
-           (P("x"), P()), None, collectives=("all-reduce",)),
-    Layout("scatter_nd_update/indices_and_updates_sharded", _scatter,
-           lambda r: (ints_as_floats(r, (32, 5)), unique_rows(r, 32, 8),
-                      ints_as_floats(r, (8, 5))),
-           (P("x"), P("x"), P("x")), None,
-           collectives=("all-gather", "all-reduce")),
-    Layout("scatter_nd_update/indices_and_updates_sharded_unique",
-           lambda d, i, u: jaxops.scatter_nd_update(d, i, u,
-                                                    unique_indices=True),
-           lambda r: (ints_as_floats(r, (32, 5)), unique_rows(r, 32, 8),
-                      ints_as_floats(r, (8, 5))),
-           (P("x"), P("x"), P("x")), None, collectives=("all-gather",)),
-    Layout("strided_slice/offset_slice_of_sharded_dim",
-           lambda d: jaxops.strided_slice(d, [2], [18], [1]),
-           lambda r: (ints_as_floats(r, (32, 4)),), (P("x"),), None,
-           collectives=("collective-permute",)),
-    Layout("strided_slice/reverse_of_sharded_dim",
-           lambda d: jaxops.strided_slice(d, [0], [0], [-1], begin_mask=[1],
-                                          end_mask=[1]),
-           lambda r: (ints_as_floats(r, (32, 4)),), (P("x"),), None,
-           collectives=("collective-permute",)),
-    Layout("strided_slice/uneven_slice_of_sharded_dim",
-           # 28 rows do not split into 8 blocks: the result is replicated.
-           lambda d: jaxops.strided_slice(d, [4], [32], [1]),
-           lambda r: (ints_as_floats(r, (32, 4)),), (P("x"),), None,
-           collectives=("all-gather", "collective-permute")),
+  # ---- communication-free ------------------------------------------------
+  Layout(
+    "gather_nd/batch_dims1_sharded_batch",
+    _gather_nd(1),
+    lambda r: (
+      ints_as_floats(r, (16, 6, 5)),
+      gs.random_indices(r, (6,), (16, 3)),
+    ),
+    (P("x"), P("x")),
+    P("x"),
+  ),
+  Layout(
+    "gather_nd/batch_dims2_2d_mesh",
+    _gather_nd(2),
+    lambda r: (
+      ints_as_floats(r, (8, 4, 6, 3)),
+      gs.random_indices(r, (6,), (8, 4, 5)),
+    ),
+    (P("batch", "model"), P("batch", "model")),
+    P("batch", "model"),
+    mesh="batch,model",
+  ),
+  Layout(
+    "gather_nd/batch_dims1_sharded_batch_and_trailing",
+    _gather_nd(1),
+    lambda r: (
+      ints_as_floats(r, (8, 6, 4)),
+      gs.random_indices(r, (6,), (8, 3)),
+    ),
+    (P("batch", None, "model"), P("batch")),
+    P("batch", None, "model"),
+    mesh="batch,model",
+  ),
+  Layout(
+    "gather_nd/table_sharded_on_slice_dim",
+    _gather_nd(0),
+    lambda r: (ints_as_floats(r, (10, 16)), gs.random_indices(r, (10,), (7,))),
+    (P(None, "x"), P()),
+    P(None, "x"),
+  ),
+  Layout(
+    "gather_nd/replicated_table_sharded_indices",
+    _gather_nd(0),
+    lambda r: (
+      ints_as_floats(r, (10, 3)),
+      gs.random_indices(r, (10,), (16, 2)),
+    ),
+    (P(), P("x")),
+    P("x"),
+    grad_collectives=("all-reduce",),
+  ),
+  Layout(
+    "gather_elements/axis1_sharded_dim0",
+    _gather_elements(1),
+    lambda r: (ints_as_floats(r, (16, 6)), gs.random_indices(r, 6, (16, 9))),
+    (P("x"), P("x")),
+    P("x"),
+  ),
+  Layout(
+    "gather_elements/axis0_2d_mesh_dims1_2",
+    _gather_elements(0),
+    lambda r: (
+      ints_as_floats(r, (5, 4, 6)),
+      gs.random_indices(r, 5, (7, 4, 6)),
+    ),
+    (P(None, "batch", "model"), P(None, "batch", "model")),
+    P(None, "batch", "model"),
+    mesh="batch,model",
+  ),
+  Layout(
+    "scatter_nd_update/slices_sharded_trailing",
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (6, 5, 16)),
+      unique_rows(r, 6, 3),
+      ints_as_floats(r, (3, 5, 16)),
+    ),
+    (P(None, None, "x"), P(), P(None, None, "x")),
+    P(None, None, "x"),
+    diff_argnums=(0, 2),
+  ),
+  Layout(
+    "scatter_nd_update/elements_k2_sharded_trailing",
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (4, 5, 8)),
+      np.array([[0, 1], [3, -1], [-2, 2], [0, 1]]),
+      ints_as_floats(r, (4, 8)),
+    ),
+    (P(None, None, "x"), P(), P(None, "x")),
+    P(None, None, "x"),
+    diff_argnums=(0, 2),
+  ),
+  Layout(
+    "scatter_nd_update/rows_sharded_replicated_updates",
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (16, 5)),
+      unique_rows(r, 16, 6),
+      ints_as_floats(r, (6, 5)),
+    ),
+    (P("x"), P(), P()),
+    P("x"),
+    diff_argnums=(0, 2),
+    grad_collectives=("all-reduce",),
+  ),
+  Layout(
+    "strided_slice/cols_step2_sharded_rows",
+    lambda d: jaxops.strided_slice(
+      d, [0, 1], [0, 10], [1, 2], begin_mask=[1, 0], end_mask=[1, 0]
+    ),
+    lambda r: (ints_as_floats(r, (16, 12)),),
+    (P("x"),),
+    P("x"),
+  ),
+  Layout(
+    "strided_slice/stride_divides_shard_of_sharded_dim",
+    # [1::2] of 32 rows in blocks of 4: each block keeps its own rows.
+    lambda d: jaxops.strided_slice(d, [1], [0], [2], end_mask=[1]),
+    lambda r: (ints_as_floats(r, (32, 4)),),
+    (P("x"),),
+    P("x"),
+  ),
+  Layout(
+    "strided_slice/shrink_reverse_2d_mesh",
+    # [2, ..., ::-1] on [4, 8, 6, 3]: dims 1 and 2 pass through.
+    lambda d: jaxops.strided_slice(
+      d,
+      [2, 0, 0],
+      [0, 0, 0],
+      [1, 1, -1],
+      begin_mask=[0, 0, 1],
+      end_mask=[0, 0, 1],
+      shrink_axis_mask=[1, 0, 0],
+      ellipsis_mask=[0, 1, 0],
+    ),
+    lambda r: (ints_as_floats(r, (4, 8, 6, 3)),),
+    (P(None, "batch", "model"),),
+    P("batch", "model"),
+    mesh="batch,model",
+  ),
+  Layout(
+    "strided_slice/new_axis_sharded_kept_dim",
+    lambda d: jaxops.strided_slice(
+      d,
+      [0, 0, 1],
+      [0, 0, 5],
+      [1, 1, 1],
+      begin_mask=[1, 0, 0],
+      end_mask=[1, 0, 0],
+      new_axis_mask=[0, 1, 0],
+    ),
+    lambda r: (ints_as_floats(r, (16, 6)),),
+    (P("x"),),
+    P("x"),
+  ),
+  # ---- layouts that need communication -----------------------------------
+  Layout(
+    "gather_nd/table_sharded_on_indexed_dim",
+    _gather_nd(0),
+    lambda r: (ints_as_floats(r, (16, 5)), gs.random_indices(r, (16,), (7,))),
+    (P("x"), P()),
+    None,
+    collectives=("all-reduce",),
+  ),
+  Layout(
+    "gather_elements/sharded_on_axis",
+    _gather_elements(0),
+    lambda r: (ints_as_floats(r, (16, 8)), gs.random_indices(r, 16, (5, 8))),
+    (P("x"), P()),
+    None,
+    collectives=("all-reduce",),
+  ),
+  Layout(
+    "scatter_nd_update/indices_and_updates_sharded",
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (32, 5)),
+      unique_rows(r, 32, 8),
+      ints_as_floats(r, (8, 5)),
+    ),
+    (P("x"), P("x"), P("x")),
+    None,
+    collectives=("all-gather", "all-reduce"),
+  ),
+  Layout(
+    "scatter_nd_update/indices_and_updates_sharded_unique",
+    lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=True),
+    lambda r: (
+      ints_as_floats(r, (32, 5)),
+      unique_rows(r, 32, 8),
+      ints_as_floats(r, (8, 5)),
+    ),
+    (P("x"), P("x"), P("x")),
+    None,
+    collectives=("all-gather",),
+  ),
+  Layout(
+    "strided_slice/offset_slice_of_sharded_dim",
+    lambda d: jaxops.strided_slice(d, [2], [18], [1]),
+    lambda r: (ints_as_floats(r, (32, 4)),),
+    (P("x"),),
+    None,
+    collectives=("collective-permute",),
+  ),
+  Layout(
+    "strided_slice/reverse_of_sharded_dim",
+    lambda d: jaxops.strided_slice(
+      d, [0], [0], [-1], begin_mask=[1], end_mask=[1]
+    ),
+    lambda r: (ints_as_floats(r, (32, 4)),),
+    (P("x"),),
+    None,
+    collectives=("collective-permute",),
+  ),
+  Layout(
+    "strided_slice/uneven_slice_of_sharded_dim",
+    # 28 rows do not split into 8 blocks: the result is replicated.
+    lambda d: jaxops.strided_slice(d, [4], [32], [1]),
+    lambda r: (ints_as_floats(r, (32, 4)),),
+    (P("x"),),
+    None,
+    collectives=("all-gather", "collective-permute"),
+  ),
 ]
 
 
@@ -271,8 +393,12 @@ def _vocab_parallel_lookup(table_block, ids):
   offset); the others read the fill value 0 (`mode="fill"`), and a psum adds
   the one real row per id -- Megatron's vocabulary-parallel embedding.
   """
-  local = jaxops.gather_nd(table_block, _block_local(ids, table_block.shape[0]),
-                           mode="fill", fill_value=0)
+  local = jaxops.gather_nd(
+    table_block,
+    _block_local(ids, table_block.shape[0]),
+    mode="fill",
+    fill_value=0,
+  )
   return jax.lax.psum(local, "x")
 
 
@@ -294,6 +420,7 @@ class ShardMapCase:
   `collectives` are the ones the compiled shard_map program must contain
   (exactly); `grad_argnums` the arguments whose gradients must be equal.
   """
+
   name: str
   block_fn: Callable[..., jax.Array]
   global_fn: Callable[..., jax.Array]
@@ -305,61 +432,96 @@ class ShardMapCase:
   mesh: str = "x"
 
   def partitioned(self, mesh: Mesh) -> Callable[..., jax.Array]:
-    return jax.shard_map(self.block_fn, mesh=mesh, in_specs=self.in_specs,
-                         out_specs=self.out_spec)
+    return jax.shard_map(
+      self.block_fn, mesh=mesh, in_specs=self.in_specs, out_specs=self.out_spec
+    )
 
 
 def _strided_slice_rows(d):
-  return jaxops.strided_slice(d, [0, -1], [0, 0], [1, -3], begin_mask=[1, 0],
-                              end_mask=[1, 1])
+  return jaxops.strided_slice(
+    d, [0, -1], [0, 0], [1, -3], begin_mask=[1, 0], end_mask=[1, 1]
+  )
 
 
 SHARD_MAP_CASES = [
-    ShardMapCase("shard_map/gather_nd_batch_dims1", _gather_nd(1),
-                 _gather_nd(1),
-                 lambda r: (ints_as_floats(r, (16, 6, 5)),
-                            gs.random_indices(r, (6,), (16, 3))),
-                 (P("x"), P("x")), P("x")),
-    ShardMapCase("shard_map/gather_elements_axis1", _gather_elements(1),
-                 _gather_elements(1),
-                 lambda r: (ints_as_floats(r, (16, 6)),
-                            gs.random_indices(r, 6, (16, 9))),
-                 (P("x"), P("x")), P("x")),
-    ShardMapCase("shard_map/scatter_nd_update_trailing", _scatter, _scatter,
-                 lambda r: (ints_as_floats(r, (6, 5, 16)),
-                            unique_rows(r, 6, 3),
-                            ints_as_floats(r, (3, 5, 16))),
-                 (P(None, None, "x"), P(), P(None, None, "x")),
-                 P(None, None, "x")),
-    ShardMapCase("shard_map/strided_slice_rows", _strided_slice_rows,
-                 _strided_slice_rows,
-                 lambda r: (ints_as_floats(r, (16, 10)),), (P("x"),), P("x")),
-    ShardMapCase("shard_map/vocab_parallel_lookup", _vocab_parallel_lookup,
-                 _gather_nd(0),
-                 lambda r: (ints_as_floats(r, (32, 5)),
-                            gs.random_indices(r, (32,), (12,),
-                                              negative=False)),
-                 (P("x"), P()), P(), collectives=("all-reduce",)),
-    ShardMapCase("shard_map/vocab_parallel_update", _vocab_parallel_update,
-                 _scatter,
-                 lambda r: (ints_as_floats(r, (32, 5)), unique_rows(r, 32, 9),
-                            ints_as_floats(r, (9, 5))),
-                 (P("x"), P(), P()), P("x")),
+  ShardMapCase(
+    "shard_map/gather_nd_batch_dims1",
+    _gather_nd(1),
+    _gather_nd(1),
+    lambda r: (
+      ints_as_floats(r, (16, 6, 5)),
+      gs.random_indices(r, (6,), (16, 3)),
+    ),
+    (P("x"), P("x")),
+    P("x"),
+  ),
+  ShardMapCase(
+    "shard_map/gather_elements_axis1",
+    _gather_elements(1),
+    _gather_elements(1),
+    lambda r: (ints_as_floats(r, (16, 6)), gs.random_indices(r, 6, (16, 9))),
+    (P("x"), P("x")),
+    P("x"),
+  ),
+  ShardMapCase(
+    "shard_map/scatter_nd_update_trailing",
+    _scatter,
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (6, 5, 16)),
+      unique_rows(r, 6, 3),
+      ints_as_floats(r, (3, 5, 16)),
+    ),
+    (P(None, None, "x"), P(), P(None, None, "x")),
+    P(None, None, "x"),
+  ),
+  ShardMapCase(
+    "shard_map/strided_slice_rows",
+    _strided_slice_rows,
+    _strided_slice_rows,
+    lambda r: (ints_as_floats(r, (16, 10)),),
+    (P("x"),),
+    P("x"),
+  ),
+  ShardMapCase(
+    "shard_map/vocab_parallel_lookup",
+    _vocab_parallel_lookup,
+    _gather_nd(0),
+    lambda r: (
+      ints_as_floats(r, (32, 5)),
+      gs.random_indices(r, (32,), (12,), negative=False),
+    ),
+    (P("x"), P()),
+    P(),
+    collectives=("all-reduce",),
+  ),
+  ShardMapCase(
+    "shard_map/vocab_parallel_update",
+    _vocab_parallel_update,
+    _scatter,
+    lambda r: (
+      ints_as_floats(r, (32, 5)),
+      unique_rows(r, 32, 9),
+      ints_as_floats(r, (9, 5)),
+    ),
+    (P("x"), P(), P()),
+    P("x"),
+  ),
 ]
 
 Case = Layout | ShardMapCase
 
 FREE = [layout for layout in LAYOUTS if layout.collectives is None]
-COMMUNICATING = [layout for layout in LAYOUTS
-                 if layout.collectives is not None]
+COMMUNICATING = [layout for layout in LAYOUTS if layout.collectives is not None]
 DIFFERENTIATED = [layout for layout in LAYOUTS if layout.grad_argnums]
 GRAD_EQUAL = DIFFERENTIATED + [c for c in SHARD_MAP_CASES if c.grad_argnums]
 
 
 def over(cases: list[Case]):
   """Parametrizes `case` over `cases`, ids the case names, module-scoped."""
-  return pytest.mark.parametrize("case", cases, ids=lambda c: c.name,
-                                 scope="module")
+  return pytest.mark.parametrize(
+    "case", cases, ids=lambda c: c.name, scope="module"
+  )
 
 
 @pytest.fixture(scope="module")
@@ -388,12 +550,13 @@ class Run:
   The gradients are of `sum(weights * fn(...))` with respect to the
   `grad_argnums` arguments (empty tuples without them).
   """
+
   mesh: Mesh
-  out: jax.Array                      # on the mesh
-  want: jax.Array                     # unsharded, on the mesh's first device
+  out: jax.Array  # on the mesh
+  want: jax.Array  # unsharded, on the mesh's first device
   collectives: list[str]
-  grads: tuple[jax.Array, ...]        # on the mesh
-  want_grads: tuple[jax.Array, ...]   # unsharded
+  grads: tuple[jax.Array, ...]  # on the mesh
+  want_grads: tuple[jax.Array, ...]  # unsharded
   grad_collectives: list[str]
 
 
@@ -402,21 +565,27 @@ def _rng(case: Case, stream: int) -> np.random.Generator:
 
 
 def _put(args, specs, mesh) -> tuple[jax.Array, ...]:
-  return tuple(jax.device_put(a, NamedSharding(mesh, s))
-               for a, s in zip(args, specs))
+  return tuple(
+    jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip(args, specs)
+  )
 
 
 def _grad_fn(fn, grad_argnums):
   """(args..., weights) -> grads of sum(weights * fn(args)) wrt grad_argnums."""
+
   def grads(*args_and_weights):
     *args, weights = args_and_weights
+
     def objective(*diff):
       full = list(args)
       for n, value in zip(grad_argnums, diff):
         full[n] = value
       return jnp.sum(weights * fn(*full))
+
     return jax.grad(objective, argnums=tuple(range(len(grad_argnums))))(
-        *(args[n] for n in grad_argnums))
+      *(args[n] for n in grad_argnums)
+    )
+
   return grads
 
 
@@ -427,9 +596,11 @@ def _reference(fn, grad_argnums):
   One jitted function per (fn, grad_argnums), so that cases sharing them
   share jit's compilation cache.
   """
+
   def reference(args, weights):
     grads = _grad_fn(fn, grad_argnums)(*args, weights) if grad_argnums else ()
     return fn(*args), grads
+
   return jax.jit(reference, compiler_options=REFERENCE_OPTIONS)
 
 
@@ -447,23 +618,35 @@ def _run(case: Case, jax_mode: str) -> Run:
   weights, grads, grad_collectives = None, (), []
   if case.grad_argnums:
     weights = ints_as_floats(_rng(case, 1), out.shape)
-    sharded_weights = jax.device_put(weights,
-                                     NamedSharding(mesh, case.out_spec))
-    grad_compiled = jax.jit(_grad_fn(fn, case.grad_argnums)).lower(
-        *sharded_args, sharded_weights).compile(COMPILER_OPTIONS)
+    sharded_weights = jax.device_put(
+      weights, NamedSharding(mesh, case.out_spec)
+    )
+    grad_compiled = (
+      jax.jit(_grad_fn(fn, case.grad_argnums))
+      .lower(*sharded_args, sharded_weights)
+      .compile(COMPILER_OPTIONS)
+    )
     grads = grad_compiled(*sharded_args, sharded_weights)
     grad_collectives = collectives(grad_compiled.as_text())
   want, want_grads = _reference(case.global_fn, case.grad_argnums)(
-      *jax.device_put((args, weights), mesh.devices.flat[0]))
-  return Run(mesh, out, want, collectives(compiled.as_text()), grads,
-             want_grads, grad_collectives)
+    *jax.device_put((args, weights), mesh.devices.flat[0])
+  )
+  return Run(
+    mesh,
+    out,
+    want,
+    collectives(compiled.as_text()),
+    grads,
+    want_grads,
+    grad_collectives,
+  )
 
 
 def _assert_sharding(array, mesh, spec, context):
   got = getattr(array.sharding, "spec", array.sharding)
-  assert array.sharding.is_equivalent_to(NamedSharding(mesh, spec),
-                                         array.ndim), (
-      f"{context}: expected {spec}, got {got}")
+  assert array.sharding.is_equivalent_to(
+    NamedSharding(mesh, spec), array.ndim
+  ), f"{context}: expected {spec}, got {got}"
 
 
 # ---- the checks ------------------------------------------------------------
@@ -490,26 +673,33 @@ def test_no_collectives(case, jax_mode):
 @over(COMMUNICATING + SHARD_MAP_CASES)
 def test_collectives(case, jax_mode):
   found = _run(case, jax_mode).collectives
-  source = ("docs/sharding.md documents" if isinstance(case, Layout)
-            else "expected")
+  source = (
+    "docs/sharding.md documents" if isinstance(case, Layout) else "expected"
+  )
   assert tuple(found) == case.collectives, (
-      f"XLA emits {found}, {source} {list(case.collectives)}")
+    f"XLA emits {found}, {source} {list(case.collectives)}"
+  )
 
 
 @over(GRAD_EQUAL)
 def test_grad_equal(case, jax_mode):
   run = _run(case, jax_mode)
   for n, got, want in zip(case.grad_argnums, run.grads, run.want_grads):
-    assert_same(got, want,
-                f"{case.name}: gradient wrt argument {n}, sharded vs unsharded")
+    assert_same(
+      got, want, f"{case.name}: gradient wrt argument {n}, sharded vs unsharded"
+    )
 
 
 @over(DIFFERENTIATED)
 def test_grad_sharding(case, jax_mode):
   run = _run(case, jax_mode)
   for n, grad in zip(case.grad_argnums, run.grads):
-    _assert_sharding(grad, run.mesh, case.in_specs[n],
-                     f"{case.name}: gradient wrt argument {n}")
+    _assert_sharding(
+      grad,
+      run.mesh,
+      case.in_specs[n],
+      f"{case.name}: gradient wrt argument {n}",
+    )
 
 
 @over([layout for layout in DIFFERENTIATED if not layout.grad_collectives])
@@ -522,4 +712,5 @@ def test_grad_no_collectives(case, jax_mode):
 def test_grad_collectives(case, jax_mode):
   found = _run(case, jax_mode).grad_collectives
   assert tuple(found) == case.grad_collectives, (
-      f"XLA emits {found}, expected {list(case.grad_collectives)}")
+    f"XLA emits {found}, expected {list(case.grad_collectives)}"
+  )

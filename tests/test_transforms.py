@@ -18,6 +18,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxops
+from tests.support.asserts import assert_same
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +47,15 @@ def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims):
   b = batch_dims
 
   def make_args(rng):
-    idx = _indices(rng, data_shape[b:b + k], data_shape[:b] + lead_shape)
+    idx = _indices(rng, data_shape[b : b + k], data_shape[:b] + lead_shape)
     return _floats(rng, data_shape), idx
 
-  return Case(f"gather_nd_{name}",
-              lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
-              make_args, (0,))
+  return Case(
+    f"gather_nd_{name}",
+    lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
+    make_args,
+    (0,),
+  )
 
 
 def _gather_elements_case(name, data_shape, indices_shape, axis):
@@ -60,9 +64,12 @@ def _gather_elements_case(name, data_shape, indices_shape, axis):
     s = data_shape[axis]
     return _floats(rng, data_shape), rng.integers(-s, s, size=indices_shape)
 
-  return Case(f"gather_elements_{name}",
-              lambda d, i: jaxops.gather_elements(d, i, axis=axis),
-              make_args, (0,))
+  return Case(
+    f"gather_elements_{name}",
+    lambda d, i: jaxops.gather_elements(d, i, axis=axis),
+    make_args,
+    (0,),
+  )
 
 
 def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
@@ -72,43 +79,74 @@ def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
     n = int(np.prod(lead_shape))
     if unique:
       flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
-      tuples = np.stack(np.unravel_index(flat, sizes), -1) - np.asarray(sizes) * (
-          rng.random((n, k)) < 0.5)  # half of them negative
+      tuples = np.stack(np.unravel_index(flat, sizes), -1) - np.asarray(
+        sizes
+      ) * (rng.random((n, k)) < 0.5)  # half of them negative
       idx = tuples.reshape(*lead_shape, k)
     else:
       idx = _indices(rng, sizes, lead_shape)
-    return (_floats(rng, data_shape), idx,
-            _floats(rng, tuple(lead_shape) + tuple(data_shape[k:])))
+    return (
+      _floats(rng, data_shape),
+      idx,
+      _floats(rng, tuple(lead_shape) + tuple(data_shape[k:])),
+    )
 
-  return Case(f"scatter_nd_update_{name}",
-              lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
-              make_args, (0, 2))
+  return Case(
+    f"scatter_nd_update_{name}",
+    lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
+    make_args,
+    (0, 2),
+  )
 
 
 def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
-  return Case(f"strided_slice_{name}",
-              lambda d: jaxops.strided_slice(d, begin, end, strides, **masks),
-              lambda rng: (_floats(rng, data_shape),), (0,))
+  return Case(
+    f"strided_slice_{name}",
+    lambda d: jaxops.strided_slice(d, begin, end, strides, **masks),
+    lambda rng: (_floats(rng, data_shape),),
+    (0,),
+  )
 
 
 CASES = [
-    _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
-    _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
-    _gather_nd_case("batch1", (3, 4, 5), (2,), k=1, batch_dims=1),
-    _gather_nd_case("batch2_k0", (2, 3, 4), (2,), k=0, batch_dims=2),
-    _gather_elements_case("axis0", (4, 3), (5, 3), axis=0),
-    _gather_elements_case("axis_last_smaller", (3, 4, 5), (2, 4, 6), axis=-1),
-    _scatter_nd_update_case("elements", (4, 5), (3,), k=2, unique=True),
-    _scatter_nd_update_case("slices", (5, 3, 2), (2, 2), k=1, unique=True),
-    _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
-    _strided_slice_case("masks_reverse", (5, 4, 3), (4, -1, 0), (0, 0, 3),
-                        (-2, -1, 1), begin_mask=(0, 0, 1), end_mask=(0, 1)),
-    _strided_slice_case("new_axis_shrink_ellipsis", (5, 4, 3), (1, 0, 0, -1),
-                        (0, 0, 0, 0), (1, 1, 1, -1), end_mask=(0, 0, 0, 1),
-                        new_axis_mask=(0, 1), shrink_axis_mask=(1,),
-                        ellipsis_mask=(0, 0, 1)),
-    _strided_slice_case("reverse_clamp_bitfields", (4, 6), (-10, 5), (-20, 0),
-                        (-1, -2), new_axis_mask=0, end_mask=2),
+  _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
+  _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
+  _gather_nd_case("batch1", (3, 4, 5), (2,), k=1, batch_dims=1),
+  _gather_nd_case("batch2_k0", (2, 3, 4), (2,), k=0, batch_dims=2),
+  _gather_elements_case("axis0", (4, 3), (5, 3), axis=0),
+  _gather_elements_case("axis_last_smaller", (3, 4, 5), (2, 4, 6), axis=-1),
+  _scatter_nd_update_case("elements", (4, 5), (3,), k=2, unique=True),
+  _scatter_nd_update_case("slices", (5, 3, 2), (2, 2), k=1, unique=True),
+  _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
+  _strided_slice_case(
+    "masks_reverse",
+    (5, 4, 3),
+    (4, -1, 0),
+    (0, 0, 3),
+    (-2, -1, 1),
+    begin_mask=(0, 0, 1),
+    end_mask=(0, 1),
+  ),
+  _strided_slice_case(
+    "new_axis_shrink_ellipsis",
+    (5, 4, 3),
+    (1, 0, 0, -1),
+    (0, 0, 0, 0),
+    (1, 1, 1, -1),
+    end_mask=(0, 0, 0, 1),
+    new_axis_mask=(0, 1),
+    shrink_axis_mask=(1,),
+    ellipsis_mask=(0, 0, 1),
+  ),
+  _strided_slice_case(
+    "reverse_clamp_bitfields",
+    (4, 6),
+    (-10, 5),
+    (-20, 0),
+    (-1, -2),
+    new_axis_mask=0,
+    end_mask=2,
+  ),
 ]
 
 
@@ -123,8 +161,9 @@ BATCH = 3
 def _batched_args(case, axis):
   """BATCH independent argument tuples, each stacked along `axis`."""
   per_seed = [case.args(seed) for seed in range(BATCH)]
-  return per_seed, tuple(np.stack(arrays, axis=axis)
-                         for arrays in zip(*per_seed))
+  return per_seed, tuple(
+    np.stack(arrays, axis=axis) for arrays in zip(*per_seed)
+  )
 
 
 def _loss(case):
@@ -139,7 +178,7 @@ def _loss(case):
 
 def test_jit_matches_eager(case):
   args = case.args()
-  np.testing.assert_array_equal(jax.jit(case.fn)(*args), case.fn(*args))
+  assert_same(jax.jit(case.fn)(*args), np.asarray(case.fn(*args)))
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -147,7 +186,7 @@ def test_vmap_all_args_matches_loop(case, axis):
   per_seed, stacked = _batched_args(case, axis)
   out = jax.vmap(case.fn, in_axes=axis, out_axes=axis)(*stacked)
   expected = np.stack([case.fn(*args) for args in per_seed], axis=axis)
-  np.testing.assert_array_equal(out, expected)
+  assert_same(out, expected)
 
 
 def test_vmap_each_arg_alone_matches_loop(case):
@@ -164,7 +203,7 @@ def test_vmap_each_arg_alone_matches_loop(case):
       loop_args = list(fixed)
       loop_args[argnum] = seed_args[argnum]
       expected.append(case.fn(*loop_args))
-    np.testing.assert_array_equal(out, np.stack(expected), err_msg=f"arg {argnum}")
+    assert_same(out, np.stack(expected), f"arg {argnum}")
 
 
 @pytest.mark.jax_modes("x64")  # finite differences need float64
@@ -178,8 +217,14 @@ def test_check_grads_fwd_and_rev_order2(case):
       full[i] = a
     return case.fn(*full)
 
-  check_grads(f, tuple(args[i] for i in diff), order=2, modes=["fwd", "rev"],
-              atol=1e-6, rtol=1e-6)
+  check_grads(
+    f,
+    tuple(args[i] for i in diff),
+    order=2,
+    modes=["fwd", "rev"],
+    atol=1e-6,
+    rtol=1e-6,
+  )
 
 
 def test_jacfwd_equals_jacrev(case):
@@ -201,7 +246,7 @@ def test_hessian_matches_gauss_newton_identity(case):
       return jnp.sum(case.fn(*full) ** 2)
 
     x = args[i]
-    jac = jax.jacrev(lambda x, i=i: case.fn(*args[:i], x, *args[i + 1:]))(x)
+    jac = jax.jacrev(lambda x, i=i: case.fn(*args[:i], x, *args[i + 1 :]))(x)
     jac = np.reshape(jac, (-1, x.size))
     hess = np.reshape(jax.hessian(sq_loss)(x), (x.size, x.size))
     np.testing.assert_allclose(hess, 2 * jac.T @ jac, atol=1e-10)
@@ -209,8 +254,9 @@ def test_hessian_matches_gauss_newton_identity(case):
 
 def test_grad_over_all_args_gives_float0_for_indices(case):
   args = case.args()
-  grads = jax.grad(_loss(case), argnums=tuple(range(len(args))),
-                   allow_int=True)(*args)
+  grads = jax.grad(
+    _loss(case), argnums=tuple(range(len(args))), allow_int=True
+  )(*args)
   for i, (arg, g) in enumerate(zip(args, grads)):
     if i in case.diff_argnums:
       assert g.dtype == jax.dtypes.canonicalize_dtype(arg.dtype)
@@ -237,10 +283,14 @@ def test_jvp_is_op_of_tangent(case):
   for i in case.diff_argnums:
     tangent = rng.standard_normal(args[i].shape)
     primals_out, tangent_out = jax.jvp(
-        lambda x, i=i: case.fn(*args[:i], x, *args[i + 1:]), (args[i],),
-        (tangent,))
-    np.testing.assert_array_equal(primals_out, case.fn(*args))
-    linear_args = [np.zeros_like(a) if j in case.diff_argnums else a
-                   for j, a in enumerate(args)]
+      lambda x, i=i: case.fn(*args[:i], x, *args[i + 1 :]),
+      (args[i],),
+      (tangent,),
+    )
+    assert_same(primals_out, np.asarray(case.fn(*args)))
+    linear_args = [
+      np.zeros_like(a) if j in case.diff_argnums else a
+      for j, a in enumerate(args)
+    ]
     linear_args[i] = tangent
     np.testing.assert_allclose(tangent_out, case.fn(*linear_args), atol=1e-12)

@@ -1,19 +1,19 @@
-"""Operator plug-ins. Each module defines `FUNCTION` (the jaxops name it
-benchmarks) and `cases(smoke)`, the list of `bench.harness.Case` rows: the
-spec's IR layer shapes, large shapes and a scaling sweep. A plug-in whose
-jaxops function does not exist (yet) is skipped with a note.
+"""Operator plug-ins, one module per jaxops operator.
+
+Each module defines `cases(smoke)`, the list of `bench.harness.Case` rows
+(the spec's IR layer shapes, large shapes, a scaling sweep and `jax.vmap`
+over a batch), and `BARS`, the operator's performance bars
+(`bench.bars`), which `bench.report` evaluates on a run's results.
 """
 
 from __future__ import annotations
 
 import importlib
-
-import jaxops
+from types import ModuleType
 
 NAMES = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
 
 
-def load(name: str):
-  """The plug-in module for operator `name`, or None if jaxops lacks it."""
-  module = importlib.import_module(f"bench.ops.{name}")
-  return module if hasattr(jaxops, module.FUNCTION) else None
+def load(name: str) -> ModuleType:
+  """The plug-in module for operator `name` (one of `NAMES`)."""
+  return importlib.import_module(f"bench.ops.{name}")

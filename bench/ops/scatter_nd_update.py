@@ -1,20 +1,39 @@
 """ScatterNDUpdate-3: jaxops.scatter_nd_update vs `data.at[columns].set`.
 
-Index tuples are drawn without replacement, so every formulation (default
-last-wins semantics and `unique_indices=True`) must agree bit for bit.
+Forms: `jaxops` (default: duplicate tuples resolved, the last one wins),
+`jaxops_unique` (`unique_indices=True`), `plain` (`.at[...].set`), each also
+with data donated; for PyTorch, `index_put_` on a clone (out of place) and
+on a fresh copy made before the clock (`torch.inplace`, the counterpart of a
+donated call). Most cases draw their index tuples without replacement, so
+every formulation must agree bit for bit. The duplicate cases repeat tuples
+(10% of them, or all of them into a few targets): there only the default
+jaxops form is defined, `plain`, `jaxops_unique` and PyTorch (whose
+`index_put_` leaves the winner of a duplicate undefined) are left out, and
+OpenVINO and onnxruntime run on one thread, the only setting where they apply
+duplicates in order, last wins (with two threads their results vary from run
+to run). The vmap cases compare `jax.vmap(jaxops.scatter_nd_update)` with the
+equivalent single scatter into the batched data, the batch position
+prepended to every index tuple.
 """
 
 from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
 import jaxops
-from bench import runtimes
-from bench.harness import Case, Traffic, small_ints
+from bench import bars, runtimes
+from bench.harness import Case, Traffic, small_ints, vmap_case
 
-FUNCTION = "scatter_nd_update"
+_UNDEFINED = "index_put_ leaves the winner of duplicate indices undefined"
+_DUPLICATES = {
+  "jaxops_unique": "the unique_indices promise does not hold here",
+  "plain": ".at[].set leaves the winner of duplicate indices unspecified",
+  "torch": _UNDEFINED,
+  "torch.inplace": _UNDEFINED,
+}
 
 
 def plain(data, indices, updates):
@@ -22,8 +41,49 @@ def plain(data, indices, updates):
   return data.at[columns].set(updates)
 
 
-def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
-         grad=True, peers=True):
+def _columns(indices):
+  return tuple(indices[..., j] for j in range(indices.shape[-1]))
+
+
+def torch_form(data, indices, updates):
+  """Out of place: a clone, then `index_put_`."""
+  return data.clone().index_put_(_columns(indices), updates)
+
+
+def torch_inplace(data, indices, updates):
+  data.index_put_(_columns(indices), updates)
+
+
+def _targets(rng, space, tuples, duplicates):
+  """Flat target positions: distinct, or with repeats.
+
+  `duplicates` None: all distinct. A float p: distinct, then a fraction p of
+  the positions copy the target of another position. An int n: every tuple
+  hits one of n distinct targets.
+  """
+  if duplicates is None:
+    return rng.choice(space, size=tuples, replace=False)
+  if isinstance(duplicates, float):
+    flat = rng.choice(space, size=tuples, replace=False)
+    copies = rng.choice(tuples, size=int(duplicates * tuples), replace=False)
+    flat[copies] = flat[rng.choice(tuples, size=copies.size)]
+    return flat
+  few = rng.choice(space, size=duplicates, replace=False)
+  return few[rng.integers(0, duplicates, size=tuples)]
+
+
+def case(
+  name,
+  tier,
+  data_shape,
+  indices_shape,
+  *,
+  sweep=None,
+  size=None,
+  grad=True,
+  peers=True,
+  duplicates=None,
+):
   k = indices_shape[-1]
   lead = indices_shape[:-1]
   updates_shape = tuple(lead) + tuple(data_shape[k:])
@@ -32,7 +92,7 @@ def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
 
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
-    flat = rng.choice(math.prod(data_shape[:k]), size=tuples, replace=False)
+    flat = _targets(rng, math.prod(data_shape[:k]), tuples, duplicates)
     indices = np.stack(np.unravel_index(flat, data_shape[:k]), axis=-1)
     indices = indices.reshape(indices_shape).astype(np.int32)
     updates = small_ints(rng, updates_shape, 3)
@@ -41,44 +101,218 @@ def case(name, tier, data_shape, indices_shape, *, sweep=None, size=None,
   data_bytes = 4 * math.prod(data_shape)
   # Donated: read indices and updates, write the updated slices in place.
   traffic = Traffic.random(
-      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-      accesses=tuples, access_bytes=4 * slice_elems, cap=data_bytes,
-      copy=2 * data_bytes)
+    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
+    accesses=tuples,
+    access_bytes=4 * slice_elems,
+    cap=data_bytes,
+    copy=2 * data_bytes,
+  )
+  forms = {
+    "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
+    "jaxops_unique": lambda d, i, u: jaxops.scatter_nd_update(
+      d, i, u, unique_indices=True
+    ),
+    "plain": plain,
+  }
+  unique = duplicates is None
+  if not unique:
+    forms = {"jaxops": forms["jaxops"]}
   return Case(
-      op="scatter_nd_update", name=name, tier=tier,
-      shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
-      f"updates {list(updates_shape)}",
-      make_inputs=make_inputs,
-      forms={
-          "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
-          "jaxops_unique": lambda d, i, u: jaxops.scatter_nd_update(
-              d, i, u, unique_indices=True),
-          "plain": plain,
-      },
-      diff_argnums=(0, 2), traffic=traffic, donate_argnum=0,
-      openvino=lambda d, i, u: runtimes.openvino_opset().scatter_nd_update(d, i, u),
-      onnx=lambda inputs: runtimes.onnx_model(
-          [runtimes.onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs),
-      sweep=sweep, size=size, grad=grad, peers=peers)
+    op="scatter_nd_update",
+    name=name,
+    tier=tier,
+    shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
+    f"updates {list(updates_shape)}"
+    + (
+      ""
+      if unique
+      else f", {duplicates:.0%} of the tuples repeat another"
+      if isinstance(duplicates, float)
+      else f", every tuple hits one of {duplicates} targets"
+    ),
+    make_inputs=make_inputs,
+    forms=forms,
+    diff_argnums=(0, 2),
+    traffic=traffic,
+    donate_argnum=0,
+    openvino=lambda d, i, u: runtimes.openvino_opset().scatter_nd_update(
+      d, i, u
+    ),
+    onnx=lambda inputs: runtimes.onnx_model(
+      [runtimes.onnx_node("ScatterND", ["x0", "x1", "x2"])], inputs
+    ),
+    torch=torch_form if unique else None,
+    torch_inplace=torch_inplace if unique else None,
+    peer_threads=None if unique else 1,
+    unique=unique,
+    excluded={} if unique else _DUPLICATES,
+    sweep=sweep,
+    size=size,
+    grad=grad,
+    peers=peers,
+  )
+
+
+def _with_batch(indices):
+  """Prepends each example's batch position to its index tuples."""
+  batch = indices.shape[0]
+  position = jnp.broadcast_to(
+    jnp.arange(batch, dtype=indices.dtype).reshape(
+      (batch,) + (1,) * (indices.ndim - 1)
+    ),
+    indices.shape[:-1] + (1,),
+  )
+  return jnp.concatenate([position, indices], axis=-1)
+
+
+def _broadcast(x, batch):
+  return jnp.broadcast_to(x, (batch,) + x.shape)
+
+
+def vmap_cases(batch, data_shape, indices_shape) -> list[Case]:
+  """vmap over all three arguments, data only, indices and updates only."""
+  base = case("vmap", "vmap", data_shape, indices_shape)
+  forms = ("jaxops", "jaxops_unique")
+  b = batch
+  return [
+    vmap_case(
+      base,
+      "vmap_both",
+      b,
+      (0, 0, 0),
+      lambda d, i, u: jaxops.scatter_nd_update(d, _with_batch(i), u),
+      forms=forms,
+      donate=True,
+    ),
+    vmap_case(
+      base,
+      "vmap_data",
+      b,
+      (0, None, None),
+      lambda d, i, u: jaxops.scatter_nd_update(
+        d, _with_batch(_broadcast(i, b)), _broadcast(u, b)
+      ),
+      forms=forms,
+      donate=True,
+    ),
+    vmap_case(
+      base,
+      "vmap_indices",
+      b,
+      (None, 0, 0),
+      lambda d, i, u: jaxops.scatter_nd_update(
+        _broadcast(d, b), _with_batch(i), u
+      ),
+      forms=forms,
+    ),
+  ]
 
 
 def cases(smoke: bool) -> list[Case]:
   if smoke:
-    out = [case("ir", "ir", (20, 16, 10, 15), (5, 25, 3)),
-           case("large", "large", (64, 64), (512, 2))]
-    side, updates, rows, fixed = 64, [16, 48, 160, 512, 1600], \
-        [4, 12, 40, 128, 400], 32
+    ir = ((20, 16, 10, 15), (5, 25, 3))
+    large = ((64, 64), (512, 2))
+    side, updates, rows, fixed = (
+      64,
+      [16, 48, 160, 512, 1600],
+      [4, 12, 40, 128, 400],
+      32,
+    )
+    vmap = vmap_cases(4, (16, 16), (32, 2))
   else:
-    out = [case("ir", "ir", (1000, 256, 10, 15), (25, 125, 3)),
-           case("large", "large", (4096, 4096), (262144, 2))]
-    side, updates, rows, fixed = 4096, [2621, 8290, 26214, 82897, 262144], \
-        [41, 130, 410, 1295, 4096], 16384
+    ir = ((1000, 256, 10, 15), (25, 125, 3))
+    large = ((4096, 4096), (262144, 2))
+    side, updates, rows, fixed = (
+      4096,
+      [2621, 8290, 26214, 82897, 262144],
+      [41, 130, 410, 1295, 4096],
+      16384,
+    )
+    vmap = vmap_cases(32, (256, 256), (4096, 2))
+  out = [
+    case("ir", "ir", *ir),
+    case("large", "large", *large),
+    case("ir_dup10", "ir", *ir, duplicates=0.1),
+    case("large_dup10", "large", *large, duplicates=0.1),
+    case("large_few64", "large", *large, duplicates=64),
+  ]
+  out += vmap
   # Donated time must follow the number of updates (first sweep) and not the
   # data size (second sweep, fixed number of updates).
-  out += [case(f"sweep_updates{n}", "sweep", (side, side), (n, 2),
-               sweep="updates", size=n, grad=False, peers=False)
-          for n in updates]
-  out += [case(f"sweep_rows{r}", "sweep", (r, side), (fixed, 2),
-               sweep="data_elements", size=r * side, grad=False, peers=False)
-          for r in rows]
+  out += [
+    case(
+      f"sweep_updates{n}",
+      "sweep",
+      (side, side),
+      (n, 2),
+      sweep="updates",
+      size=n,
+      grad=False,
+      peers=False,
+    )
+    for n in updates
+  ]
+  out += [
+    case(
+      f"sweep_rows{r}",
+      "sweep",
+      (r, side),
+      (fixed, 2),
+      sweep="data_elements",
+      size=r * side,
+      grad=False,
+      peers=False,
+    )
+    for r in rows
+  ]
   return out
+
+
+_BOTH = ("jaxops", "jaxops.donated")
+
+BARS = (
+  bars.VsPeers(
+    "forward at or ahead of the fastest peer (calls above 1 ms)",
+    _BOTH,
+    min_s=1e-3,
+  ),
+  bars.VsPeers(
+    "IR-example forward within 1.5x of the fastest peer",
+    _BOTH,
+    at_most=1.5,
+    tiers=("ir",),
+  ),
+  bars.Ratio(
+    "donated within 1.5x of PyTorch's in-place index_put_",
+    (("jaxops.donated", "torch.inplace"),),
+    at_most=1.5,
+  ),
+  bars.Ratio(
+    "fwd+bwd at least 1.4x faster than autodiff of plain .at[].set",
+    (("jaxops.grad", "plain.grad"),),
+    at_least=1.4,
+    tiers=("ir", "large"),
+  ),
+  bars.Ratio(
+    "duplicate resolution (default) within 1.25x of "
+    "unique_indices=True where the indices are unique",
+    (("jaxops", "jaxops_unique"), ("jaxops.donated", "jaxops_unique.donated")),
+    at_most=1.25,
+    unique_only=True,
+  ),
+  bars.Ratio(
+    "vmap within 1.25x of the equivalent batched scatter",
+    (
+      ("jaxops", "batched"),
+      ("jaxops.donated", "batched.donated"),
+      ("jaxops.grad", "batched.grad"),
+    ),
+    at_most=1.25,
+    tiers=("vmap",),
+  ),
+  bars.DonatedGrowth(
+    "donated time grows with the number of updates, not the data size",
+    ("jaxops.donated", "jaxops_unique.donated", "plain.donated"),
+  ),
+  bars.Compile("compile under 2 s"),
+)

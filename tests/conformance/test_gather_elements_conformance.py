@@ -23,57 +23,87 @@ import jax
 import numpy as np
 import pytest
 
-from tests.support.asserts import assert_same
 import jaxops
 from tests.support import gather as gs
 from tests.support import oracles
+from tests.support.asserts import assert_same
 
-ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
-                 np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-                 np.bool_)
+ORACLE_DTYPES = (
+  np.float32,
+  np.float16,
+  np.float64,
+  np.int8,
+  np.uint8,
+  np.int16,
+  np.uint16,
+  np.int32,
+  np.uint32,
+  np.int64,
+  np.uint64,
+  np.bool_,
+)
 NUM_CASES = 320
 CHUNK = 40
 
 
 def _openvino_gather_elements(axis):
   import openvino.opset6 as ov_opset6
+
   return functools.partial(ov_opset6.gather_elements, axis=axis)
 
 
 def _equal_non_axis_dims(case):
   a = case.axis % case.data.ndim
-  return all(n_data == n_idx for d, (n_data, n_idx) in
-             enumerate(zip(case.data.shape, case.indices.shape)) if d != a)
+  return all(
+    n_data == n_idx
+    for d, (n_data, n_idx) in enumerate(
+      zip(case.data.shape, case.indices.shape)
+    )
+    if d != a
+  )
 
 
 def _jaxops_outputs(cases):
   """jaxops on every case of a chunk, as one jitted program: one XLA compile
   per chunk instead of one per case (compiles dominate the test time)."""
-  run_all = jax.jit(lambda arrays: [
+  run_all = jax.jit(
+    lambda arrays: [
       jaxops.gather_elements(data, indices, case.axis)
-      for (data, indices), case in zip(arrays, cases)])
-  return [np.asarray(out) for out in
-          run_all([(case.data, case.indices) for case in cases])]
+      for (data, indices), case in zip(arrays, cases)
+    ]
+  )
+  return [
+    np.asarray(out)
+    for out in run_all([(case.data, case.indices) for case in cases])
+  ]
 
 
-@pytest.mark.parametrize("chunk", range(NUM_CASES // CHUNK),
-                         ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}")
+@pytest.mark.parametrize(
+  "chunk",
+  range(NUM_CASES // CHUNK),
+  ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
+)
 def test_random_cases_match_runtimes(chunk):
-  cases = [gs.random_gather_elements_case(seed, dtypes=ORACLE_DTYPES)
-           for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)]
+  cases = [
+    gs.random_gather_elements_case(seed, dtypes=ORACLE_DTYPES)
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
+  ]
   outputs = _jaxops_outputs(cases)
   for case, out in zip(cases, outputs):
     opset = 11 if case.seed % 2 else 13
     expected = oracles.onnxruntime(
-        "GatherElements", [case.data, case.indices], {"axis": case.axis},
-        opset=opset)
-    assert_same(out, expected, f"onnxruntime opset {opset} "
-                   + case.describe())
+      "GatherElements",
+      [case.data, case.indices],
+      {"axis": case.axis},
+      opset=opset,
+    )
+    assert_same(out, expected, f"onnxruntime opset {opset} " + case.describe())
   ov_cases = [j for j, case in enumerate(cases) if _equal_non_axis_dims(case)]
   assert len(ov_cases) >= CHUNK // 4, len(ov_cases)
   ov_outputs = oracles.openvino_cpu_many(
-      [_openvino_gather_elements(cases[j].axis) for j in ov_cases],
-      [(cases[j].data, cases[j].indices) for j in ov_cases])
+    [_openvino_gather_elements(cases[j].axis) for j in ov_cases],
+    [(cases[j].data, cases[j].indices) for j in ov_cases],
+  )
   for j, expected in zip(ov_cases, ov_outputs):
     assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 

@@ -23,53 +23,79 @@ import jax
 import numpy as np
 import pytest
 
-from tests.support.asserts import assert_same
 import jaxops
 from tests.support import gather as gs
 from tests.support import oracles
+from tests.support.asserts import assert_same
 
-ORACLE_DTYPES = (np.float32, np.float16, np.float64, np.int8, np.uint8,
-                 np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-                 np.bool_)
+ORACLE_DTYPES = (
+  np.float32,
+  np.float16,
+  np.float64,
+  np.int8,
+  np.uint8,
+  np.int16,
+  np.uint16,
+  np.int32,
+  np.uint32,
+  np.int64,
+  np.uint64,
+  np.bool_,
+)
 NUM_CASES = 320
 CHUNK = 40
 
 
 def _openvino_gather_nd(batch_dims):
   import openvino.opset8 as ov_opset8
+
   return functools.partial(ov_opset8.gather_nd, batch_dims=batch_dims)
 
 
 def _jaxops_outputs(cases):
   """jaxops on every case of a chunk, as one jitted program: one XLA compile
   per chunk instead of one per case (compiles dominate the test time)."""
-  run_all = jax.jit(lambda arrays: [
+  run_all = jax.jit(
+    lambda arrays: [
       jaxops.gather_nd(data, indices, case.batch_dims)
-      for (data, indices), case in zip(arrays, cases)])
-  return [np.asarray(out) for out in
-          run_all([(case.data, case.indices) for case in cases])]
+      for (data, indices), case in zip(arrays, cases)
+    ]
+  )
+  return [
+    np.asarray(out)
+    for out in run_all([(case.data, case.indices) for case in cases])
+  ]
 
 
-@pytest.mark.parametrize("chunk", range(NUM_CASES // CHUNK),
-                         ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}")
+@pytest.mark.parametrize(
+  "chunk",
+  range(NUM_CASES // CHUNK),
+  ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
+)
 def test_random_cases_match_runtimes(chunk):
   # Empty tuples (k == 0) are allowed in one seed in 8 only: OpenVINO cannot
   # check them, and uniform k would make them a third of all cases.
-  cases = [gs.random_gather_nd_case(seed, dtypes=ORACLE_DTYPES,
-                                    min_k=0 if seed % 8 == 0 else 1)
-           for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)]
+  cases = [
+    gs.random_gather_nd_case(
+      seed, dtypes=ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
+    )
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
+  ]
   outputs = _jaxops_outputs(cases)
   for case, out in zip(cases, outputs):
     expected = oracles.onnxruntime(
-        "GatherND", [case.data, case.indices.astype(np.int64)],
-        {"batch_dims": case.batch_dims})
+      "GatherND",
+      [case.data, case.indices.astype(np.int64)],
+      {"batch_dims": case.batch_dims},
+    )
     assert_same(out, expected, "onnxruntime " + case.describe())
   # The CPU plugin returns garbage for empty index tuples (k == 0).
   ov_cases = [j for j, case in enumerate(cases) if case.indices.shape[-1] > 0]
   assert len(ov_cases) >= CHUNK * 3 // 4, len(ov_cases)
   ov_outputs = oracles.openvino_cpu_many(
-      [_openvino_gather_nd(cases[j].batch_dims) for j in ov_cases],
-      [(cases[j].data, cases[j].indices) for j in ov_cases])
+    [_openvino_gather_nd(cases[j].batch_dims) for j in ov_cases],
+    [(cases[j].data, cases[j].indices) for j in ov_cases],
+  )
   for j, expected in zip(ov_cases, ov_outputs):
     assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 

@@ -24,9 +24,9 @@ import numpy as np
 import openvino.opset4 as ov4
 import pytest
 
-from tests.support.asserts import assert_same
 import jaxops
 from tests.support import oracles
+from tests.support.asserts import assert_same
 
 
 def _scatter_node(data, indices, updates):
@@ -35,21 +35,23 @@ def _scatter_node(data, indices, updates):
 
 # (data shape, leading indices shape, k, data dtype, index dtype)
 SIGNATURES = [
-    ((8,), (4,), 1, np.float32, np.int32),
-    ((8,), (), 1, np.float32, np.int64),
-    ((6, 5), (7,), 2, np.float32, np.int64),
-    ((6, 5), (3,), 1, np.int32, np.int32),
-    ((6, 5), (2, 2), 1, np.float32, np.int64),
-    ((4, 3, 5), (5,), 3, np.int64, np.int64),
-    ((4, 3, 5), (2, 3), 2, np.float32, np.int32),
-    ((4, 3, 5), (3,), 1, np.uint8, np.int64),
-    ((5, 2, 3, 4), (2, 2, 2), 2, np.float32, np.int64),
-    ((5, 2, 3, 4), (6,), 4, np.int8, np.int32),
-    ((10, 4, 3), (1,), 1, np.float32, np.int32),
-    ((3, 4, 2), (2, 3), 3, np.int32, np.int64),
+  ((8,), (4,), 1, np.float32, np.int32),
+  ((8,), (), 1, np.float32, np.int64),
+  ((6, 5), (7,), 2, np.float32, np.int64),
+  ((6, 5), (3,), 1, np.int32, np.int32),
+  ((6, 5), (2, 2), 1, np.float32, np.int64),
+  ((4, 3, 5), (5,), 3, np.int64, np.int64),
+  ((4, 3, 5), (2, 3), 2, np.float32, np.int32),
+  ((4, 3, 5), (3,), 1, np.uint8, np.int64),
+  ((5, 2, 3, 4), (2, 2, 2), 2, np.float32, np.int64),
+  ((5, 2, 3, 4), (6,), 4, np.int8, np.int32),
+  ((10, 4, 3), (1,), 1, np.float32, np.int32),
+  ((3, 4, 2), (2, 3), 3, np.int32, np.int64),
 ]
-K0_SIGNATURES = [((4, 3), (1,), 0, np.float32, np.int64),
-                 ((2, 3, 2), (3,), 0, np.int32, np.int64)]
+K0_SIGNATURES = [
+  ((4, 3), (1,), 0, np.float32, np.int64),
+  ((2, 3, 2), (3,), 0, np.int32, np.int64),
+]
 SEEDS_PER_SIGNATURE = 15
 
 
@@ -59,8 +61,9 @@ def _values(rng, shape, dtype):
   if dtype == np.bool_:
     return rng.random(shape) < 0.5
   info = np.iinfo(dtype)
-  return rng.integers(max(info.min, -1000), min(info.max, 1000),
-                      size=shape).astype(dtype)
+  return rng.integers(
+    max(info.min, -1000), min(info.max, 1000), size=shape
+  ).astype(dtype)
 
 
 def _case(signature, seed, *, unique=True):
@@ -78,20 +81,25 @@ def _case(signature, seed, *, unique=True):
     tuples = rng.integers(-sizes, sizes, size=(n, k))
   indices = tuples.reshape(*lead, k).astype(index_dtype)
   updates_shape = tuple(lead) + tuple(data_shape[k:])
-  return (_values(rng, data_shape, dtype), indices,
-          _values(rng, updates_shape, dtype))
+  return (
+    _values(rng, data_shape, dtype),
+    indices,
+    _values(rng, updates_shape, dtype),
+  )
 
 
 @functools.cache
 def _jitted(unique):
-  return jax.jit(functools.partial(jaxops.scatter_nd_update,
-                                   unique_indices=unique))
+  return jax.jit(
+    functools.partial(jaxops.scatter_nd_update, unique_indices=unique)
+  )
 
 
 def _ids(signatures):
-  return [f"{d}-lead{l}-k{k}-{np.dtype(t).name}-{np.dtype(it).name}"
-          for d, l, k, t, it in signatures]
-
+  return [
+    f"{d}-lead{lead}-k{k}-{np.dtype(t).name}-{np.dtype(it).name}"
+    for d, lead, k, t, it in signatures
+  ]
 
 
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
@@ -104,8 +112,9 @@ def test_openvino_cpu_random_unique(signature, seed):
 
 
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
-@pytest.mark.parametrize("signature", SIGNATURES + K0_SIGNATURES,
-                         ids=_ids(SIGNATURES + K0_SIGNATURES))
+@pytest.mark.parametrize(
+  "signature", SIGNATURES + K0_SIGNATURES, ids=_ids(SIGNATURES + K0_SIGNATURES)
+)
 def test_onnxruntime_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
   indices = indices.astype(np.int64)  # ONNX ScatterND takes int64 only
@@ -113,18 +122,23 @@ def test_onnxruntime_random_unique(signature, seed):
   assert_same(_jitted(False)(data, indices, updates), want)
 
 
-DUPLICATE_SIGNATURES = [((5,), (12,), 1, np.float32, np.int64),
-                        ((4, 3), (10,), 2, np.int32, np.int64),
-                        ((3, 4, 2), (4, 3), 1, np.float32, np.int64)]
+DUPLICATE_SIGNATURES = [
+  ((5,), (12,), 1, np.float32, np.int64),
+  ((4, 3), (10,), 2, np.int32, np.int64),
+  ((3, 4, 2), (4, 3), 1, np.float32, np.int64),
+]
 
 
 @pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize("signature", DUPLICATE_SIGNATURES,
-                         ids=_ids(DUPLICATE_SIGNATURES))
+@pytest.mark.parametrize(
+  "signature", DUPLICATE_SIGNATURES, ids=_ids(DUPLICATE_SIGNATURES)
+)
 def test_duplicates_last_wins_like_cpu_runtimes(signature, seed):
   data, indices, updates = _case(signature, seed, unique=False)
   got = _jitted(False)(data, indices, updates)
-  assert_same(got, oracles.openvino_cpu(_scatter_node, [data, indices, updates]))
+  assert_same(
+    got, oracles.openvino_cpu(_scatter_node, [data, indices, updates])
+  )
   assert_same(got, oracles.onnxruntime("ScatterND", [data, indices, updates]))
 
 
@@ -136,11 +150,16 @@ def test_openvino_cpu_k0_erratum(signature):
   test fails -- and the erratum needs revisiting -- if the plugin changes."""
   data, indices, updates = _case(signature, 0)
   got = jaxops.scatter_nd_update(data, indices, updates)
-  assert_same(got, oracles.openvino_reference(
-      _scatter_node, [data, indices, updates], data.shape, data.dtype))
+  assert_same(
+    got,
+    oracles.openvino_reference(
+      _scatter_node, [data, indices, updates], data.shape, data.dtype
+    ),
+  )
   assert_same(got, updates.reshape((-1,) + data.shape)[-1])
-  assert_same(oracles.openvino_cpu(_scatter_node, [data, indices, updates]),
-               data)
+  assert_same(
+    oracles.openvino_cpu(_scatter_node, [data, indices, updates]), data
+  )
 
 
 def test_one_element_updates_for_0d_matches_reference_evaluator():
@@ -149,8 +168,9 @@ def test_one_element_updates_for_0d_matches_reference_evaluator():
   data = np.arange(12, dtype=np.float32).reshape(3, 4)
   indices = np.array([2, -1], np.int64)
   updates = np.array([42], np.float32)
-  want = oracles.openvino_reference(_scatter_node, [data, indices, updates],
-                                    data.shape, data.dtype)
+  want = oracles.openvino_reference(
+    _scatter_node, [data, indices, updates], data.shape, data.dtype
+  )
   assert_same(jaxops.scatter_nd_update(data, indices, updates), want)
   with pytest.raises(Exception, match="expectUpdateShape"):
     oracles.openvino_cpu(_scatter_node, [data, indices, updates])
@@ -159,8 +179,11 @@ def test_one_element_updates_for_0d_matches_reference_evaluator():
 
 
 def _onnx_cases():
-  cases = [c for c in oracles.onnx_node_cases("ScatterND")
-           if c[3].get("reduction", b"none") in (b"none", "none")]
+  cases = [
+    c
+    for c in oracles.onnx_node_cases("ScatterND")
+    if c[3].get("reduction", b"none") in (b"none", "none")
+  ]
   assert cases, "the onnx package ships ScatterND node cases"
   return cases
 

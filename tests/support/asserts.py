@@ -20,9 +20,11 @@ def assert_same(actual: Any, expected: Any, context: str = "") -> None:
   expected = np.asarray(expected)
   expected = expected.astype(jax.dtypes.canonicalize_dtype(expected.dtype))
   assert actual.shape == expected.shape, (
-      f"{context}: shape {actual.shape} != {expected.shape}")
+    f"{context}: shape {actual.shape} != {expected.shape}"
+  )
   assert actual.dtype == expected.dtype, (
-      f"{context}: dtype {actual.dtype} != {expected.dtype}")
+    f"{context}: dtype {actual.dtype} != {expected.dtype}"
+  )
   if actual.dtype == jnp.bfloat16:
     # NumPy's NaN-aware comparison does not know bfloat16; float32 holds every
     # bfloat16 value exactly.
@@ -31,5 +33,7 @@ def assert_same(actual: Any, expected: Any, context: str = "") -> None:
   if np.issubdtype(actual.dtype, np.floating):
     numbers = ~np.isnan(actual)
     np.testing.assert_array_equal(
-        np.signbit(actual[numbers]), np.signbit(expected[numbers]),
-        err_msg=f"{context}: signed zeros differ")
+      np.signbit(actual[numbers]),
+      np.signbit(expected[numbers]),
+      err_msg=f"{context}: signed zeros differ",
+    )

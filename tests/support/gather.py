@@ -12,40 +12,63 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 # Every dtype JAX supports for data (x64 is on in the suite).
-DATA_DTYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-               np.uint16, np.uint32, np.uint64, np.float16, jnp.bfloat16,
-               np.float32, np.float64, np.complex64, np.complex128)
+DATA_DTYPES = (
+  np.bool_,
+  np.int8,
+  np.int16,
+  np.int32,
+  np.int64,
+  np.uint8,
+  np.uint16,
+  np.uint32,
+  np.uint64,
+  np.float16,
+  jnp.bfloat16,
+  np.float32,
+  np.float64,
+  np.complex64,
+  np.complex128,
+)
 # Every integer dtype accepted for indices.
-INDEX_DTYPES = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
-                np.uint32, np.uint64)
+INDEX_DTYPES = (
+  np.int8,
+  np.int16,
+  np.int32,
+  np.int64,
+  np.uint8,
+  np.uint16,
+  np.uint32,
+  np.uint64,
+)
 
 
 def dtype_id(dtype: Any) -> str:
   return np.dtype(dtype).name
 
 
-def np_gather_nd(data: np.ndarray, indices: np.ndarray,
-                 batch_dims: int = 0) -> np.ndarray:
+def np_gather_nd(
+  data: np.ndarray, indices: np.ndarray, batch_dims: int = 0
+) -> np.ndarray:
   """GatherND-8 by its definition: `out[p] = data[p[:b] + tuple(indices[p])]`.
 
   Raises IndexError (from NumPy) for out-of-range indices.
   """
   data, indices = np.asarray(data), np.asarray(indices)
   b, k = batch_dims, indices.shape[-1]
-  out = np.empty(indices.shape[:-1] + data.shape[b + k:], data.dtype)
+  out = np.empty(indices.shape[:-1] + data.shape[b + k :], data.dtype)
   for pos in np.ndindex(*indices.shape[:-1]):
     out[pos] = data[pos[:b] + tuple(int(i) for i in indices[pos])]
   return out
 
 
-def np_gather_elements(data: np.ndarray, indices: np.ndarray,
-                       axis: int = 0) -> np.ndarray:
+def np_gather_elements(
+  data: np.ndarray, indices: np.ndarray, axis: int = 0
+) -> np.ndarray:
   """GatherElements by its definition: position p reads data at p with
   p[axis] replaced by indices[p] (smaller indices dims cover the leading part
   of data; nothing is broadcast)."""
@@ -64,8 +87,11 @@ def read_counts(reference, data_shape, *args) -> np.ndarray:
   gradient of the sum of a gather's output with respect to its data."""
   size = int(np.prod(data_shape))
   ids = reference(np.arange(size).reshape(data_shape), *args)
-  return np.bincount(np.ravel(ids), minlength=size).reshape(
-      data_shape).astype(np.float64)
+  return (
+    np.bincount(np.ravel(ids), minlength=size)
+    .reshape(data_shape)
+    .astype(np.float64)
+  )
 
 
 def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
@@ -79,14 +105,20 @@ def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     low, high = max(int(info.min), -100), min(int(info.max), 100)
     return rng.integers(low, high + 1, size=shape).astype(dtype)
   if np.issubdtype(dtype, np.complexfloating):
-    return (rng.integers(-64, 64, size=shape)
-            + 1j * rng.integers(-64, 64, size=shape)).astype(dtype)
+    return (
+      rng.integers(-64, 64, size=shape) + 1j * rng.integers(-64, 64, size=shape)
+    ).astype(dtype)
   # Small integers and halves are exact in float16/bfloat16/float32.
   return (rng.integers(-256, 256, size=shape) / 2).astype(dtype)
 
 
-def random_indices(rng: np.random.Generator, sizes, lead_shape,
-                   dtype=np.int64, negative: bool = True) -> np.ndarray:
+def random_indices(
+  rng: np.random.Generator,
+  sizes,
+  lead_shape,
+  dtype=np.int64,
+  negative: bool = True,
+) -> np.ndarray:
   """Valid indices: `indices[..., j]` in [-s_j, s_j - 1] (or [0, s_j - 1]).
 
   `sizes` is a tuple (one size per last-axis entry, GatherND) or an int (one
@@ -112,9 +144,11 @@ class GatherNDCase:
   batch_dims: int
 
   def describe(self) -> str:
-    return (f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
-            f"indices {self.indices.shape} {self.indices.dtype} "
-            f"batch_dims={self.batch_dims}")
+    return (
+      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+      f"indices {self.indices.shape} {self.indices.dtype} "
+      f"batch_dims={self.batch_dims}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,15 +159,21 @@ class GatherElementsCase:
   axis: int
 
   def describe(self) -> str:
-    return (f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
-            f"indices {self.indices.shape} {self.indices.dtype} "
-            f"axis={self.axis}")
+    return (
+      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+      f"indices {self.indices.shape} {self.indices.dtype} "
+      f"axis={self.axis}"
+    )
 
 
-def random_gather_nd_case(seed: int, dtypes=(np.float32,),
-                          index_dtypes=(np.int32, np.int64),
-                          max_rank: int = 5, min_k: int = 0,
-                          negative: bool = True) -> GatherNDCase:
+def random_gather_nd_case(
+  seed: int,
+  dtypes=(np.float32,),
+  index_dtypes=(np.int32, np.int64),
+  max_rank: int = 5,
+  min_k: int = 0,
+  negative: bool = True,
+) -> GatherNDCase:
   """A random valid GatherND-8 case: random ranks, batch_dims, tuple length
   k in [min_k, r - b], dims of 1..4 (occasionally 1), index dtypes, and
   negative indices."""
@@ -144,20 +184,25 @@ def random_gather_nd_case(seed: int, dtypes=(np.float32,),
   q = b + 1 + int(rng.integers(0, 3))  # batch_dims < rank(indices)
   k = int(rng.integers(min(min_k, r - b), r - b + 1))
   lead = data_shape[:b] + tuple(
-      int(d) for d in rng.integers(1, 4, size=q - 1 - b))
+    int(d) for d in rng.integers(1, 4, size=q - 1 - b)
+  )
   dtype = dtypes[int(rng.integers(len(dtypes)))]
   index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
   data = random_values(rng, data_shape, dtype)
-  indices = random_indices(rng, data_shape[b:b + k], lead, index_dtype,
-                           negative)
+  indices = random_indices(
+    rng, data_shape[b : b + k], lead, index_dtype, negative
+  )
   return GatherNDCase(seed, data, indices, b)
 
 
-def random_gather_elements_case(seed: int, dtypes=(np.float32,),
-                                index_dtypes=(np.int32, np.int64),
-                                max_rank: int = 4,
-                                smaller_indices: bool = True,
-                                negative: bool = True) -> GatherElementsCase:
+def random_gather_elements_case(
+  seed: int,
+  dtypes=(np.float32,),
+  index_dtypes=(np.int32, np.int64),
+  max_rank: int = 4,
+  smaller_indices: bool = True,
+  negative: bool = True,
+) -> GatherElementsCase:
   """A random valid GatherElements case: random rank, axis (negative half the
   time), indices dims along the axis of any size, and in other dims equal to
   data's or (with `smaller_indices`) at most data's."""
@@ -177,18 +222,23 @@ def random_gather_elements_case(seed: int, dtypes=(np.float32,),
   dtype = dtypes[int(rng.integers(len(dtypes)))]
   index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
   data = random_values(rng, data_shape, dtype)
-  indices = random_indices(rng, data_shape[a], tuple(indices_shape),
-                           index_dtype, negative)
+  indices = random_indices(
+    rng, data_shape[a], tuple(indices_shape), index_dtype, negative
+  )
   return GatherElementsCase(seed, data, indices, axis)
 
 
-def wide_only_in_x64(cases: dict[str, tuple[Any, Any]],
-                     names: Sequence[str] | None = None) -> list[Any]:
+def wide_only_in_x64(
+  cases: dict[str, tuple[Any, Any]], names: Sequence[str] | None = None
+) -> list[Any]:
   """Pytest params for out-of-range index `cases` ({name: (values, dtype)}),
   the 64-bit ones marked to run with x64 on only: with x64 off, JAX itself
   narrows a NumPy int64 array to int32 (wrapping its values) at a jit
   boundary, before jaxops sees it.
   """
-  return [pytest.param(name, marks=pytest.mark.jax_modes("x64"))
-          if np.dtype(cases[name][1]).itemsize == 8 else name
-          for name in (cases if names is None else names)]
+  return [
+    pytest.param(name, marks=pytest.mark.jax_modes("x64"))
+    if np.dtype(cases[name][1]).itemsize == 8
+    else name
+    for name in (cases if names is None else names)
+  ]

@@ -32,6 +32,7 @@ _OV_CONFIG = {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"}
 @functools.cache
 def _ov_core():
   import openvino as ov
+
   return ov.Core()
 
 
@@ -43,15 +44,18 @@ def _signature(inputs: Sequence[np.ndarray]) -> tuple:
 def _ov_compiled(make_node: Callable, key: Any, signature: tuple):
   import openvino as ov
   import openvino.opset8 as opset
-  params = [opset.parameter(list(shape), np.dtype(dtype))
-            for shape, dtype in signature]
+
+  params = [
+    opset.parameter(list(shape), np.dtype(dtype)) for shape, dtype in signature
+  ]
   node = make_node(*params)
   model = ov.Model([node], params)
   return _ov_core().compile_model(model, "CPU", _OV_CONFIG)
 
 
-def openvino_cpu(make_node: Callable, inputs: Sequence[np.ndarray],
-                 key: Any = None) -> np.ndarray:
+def openvino_cpu(
+  make_node: Callable, inputs: Sequence[np.ndarray], key: Any = None
+) -> np.ndarray:
   """Runs `make_node(*parameters)` on OpenVINO's CPU plugin.
 
   Args:
@@ -68,8 +72,9 @@ def openvino_cpu(make_node: Callable, inputs: Sequence[np.ndarray],
   return np.asarray(compiled(inputs)[0])
 
 
-def openvino_cpu_many(make_nodes: Sequence[Callable],
-                      inputs: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+def openvino_cpu_many(
+  make_nodes: Sequence[Callable], inputs: Sequence[Sequence[np.ndarray]]
+) -> list[np.ndarray]:
   """Runs many independent one-op graphs as one OpenVINO CPU model.
 
   `make_nodes[j](*parameters_j)` builds graph j from Parameters shaped like
@@ -79,11 +84,11 @@ def openvino_cpu_many(make_nodes: Sequence[Callable],
   """
   import openvino as ov
   import openvino.opset8 as opset
+
   params, outputs, feeds = [], [], []
   for make_node, case_inputs in zip(make_nodes, inputs, strict=True):
     case_inputs = [np.asarray(a, order="C") for a in case_inputs]
-    case_params = [opset.parameter(list(a.shape), a.dtype)
-                   for a in case_inputs]
+    case_params = [opset.parameter(list(a.shape), a.dtype) for a in case_inputs]
     outputs.append(make_node(*case_params))
     params += case_params
     feeds += case_inputs
@@ -95,8 +100,12 @@ def openvino_cpu_many(make_nodes: Sequence[Callable],
   return [np.asarray(results[compiled.output(j)]) for j in range(len(outputs))]
 
 
-def openvino_reference(make_node: Callable, inputs: Sequence[np.ndarray],
-                       out_shape: Sequence[int], out_dtype: Any) -> np.ndarray:
+def openvino_reference(
+  make_node: Callable,
+  inputs: Sequence[np.ndarray],
+  out_shape: Sequence[int],
+  out_dtype: Any,
+) -> np.ndarray:
   """Runs OpenVINO's reference evaluator (`Node.evaluate`) where it exists.
 
   Used where the CPU plugin is known to be wrong (docs/semantics.md#errata and
@@ -105,13 +114,17 @@ def openvino_reference(make_node: Callable, inputs: Sequence[np.ndarray],
   """
   import openvino as ov
   import openvino.opset8 as opset
+
   params = [opset.parameter(list(a.shape), a.dtype) for a in inputs]
   node = make_node(*params)
   out = ov.Tensor(np.zeros(tuple(out_shape), dtype=out_dtype))
-  ok = node.evaluate([out], [ov.Tensor(np.asarray(a, order="C"))
-                             for a in inputs])
+  ok = node.evaluate(
+    [out], [ov.Tensor(np.asarray(a, order="C")) for a in inputs]
+  )
   if not ok:
-    raise NotImplementedError(f"no reference evaluator for {node.get_type_name()}")
+    raise NotImplementedError(
+      f"no reference evaluator for {node.get_type_name()}"
+    )
   return np.array(out.data, copy=True)
 
 
@@ -122,27 +135,34 @@ def _ort_session(op_type: str, attrs: tuple, opset: int, signature: tuple):
 
   names = [f"x{i}" for i in range(len(signature))]
   inputs = [
-      helper.make_tensor_value_info(
-          name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape))
-      for name, (shape, dtype) in zip(names, signature)
+    helper.make_tensor_value_info(
+      name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)
+    )
+    for name, (shape, dtype) in zip(names, signature)
   ]
   # Every operator here returns data's (the first input's) dtype.
-  output = helper.make_tensor_value_info("y", inputs[0].type.tensor_type.elem_type,
-                                         None)
+  output = helper.make_tensor_value_info(
+    "y", inputs[0].type.tensor_type.elem_type, None
+  )
   node = helper.make_node(op_type, names, ["y"], **dict(attrs))
   graph = helper.make_graph([node], op_type, inputs, [output])
-  model = helper.make_model(graph,
-                            opset_imports=[helper.make_opsetid("", opset)])
+  model = helper.make_model(
+    graph, opset_imports=[helper.make_opsetid("", opset)]
+  )
   options = ort.SessionOptions()
   options.intra_op_num_threads = 2
   options.inter_op_num_threads = 1
-  return ort.InferenceSession(model.SerializeToString(), options,
-                              providers=["CPUExecutionProvider"])
+  return ort.InferenceSession(
+    model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+  )
 
 
-def onnxruntime(op_type: str, inputs: Sequence[np.ndarray],
-                attrs: dict[str, Any] | None = None,
-                opset: int = 18) -> np.ndarray:
+def onnxruntime(
+  op_type: str,
+  inputs: Sequence[np.ndarray],
+  attrs: dict[str, Any] | None = None,
+  opset: int = 18,
+) -> np.ndarray:
   """Runs one ONNX node of `op_type` with `attrs` in onnxruntime."""
   inputs = [np.asarray(a, order="C") for a in inputs]
   attr_key = tuple(sorted((attrs or {}).items()))
@@ -154,19 +174,22 @@ def onnxruntime(op_type: str, inputs: Sequence[np.ndarray],
 @functools.cache
 def _all_onnx_node_cases():
   from onnx.backend.test.case import node as onnx_node
+
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     return tuple(onnx_node.collect_testcases(None))
 
 
-def onnx_node_cases(op_type: str) -> list[tuple[str, list[np.ndarray],
-                                               np.ndarray, dict[str, Any]]]:
+def onnx_node_cases(
+  op_type: str,
+) -> list[tuple[str, list[np.ndarray], np.ndarray, dict[str, Any]]]:
   """The `onnx` package's own node tests for `op_type`.
 
   Returns `(name, inputs, expected_output, attributes)` for every data set of
   every case whose single node has that op type.
   """
   from onnx import helper
+
   cases = []
   for case in _all_onnx_node_cases():
     nodes = case.model.graph.node

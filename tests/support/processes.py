@@ -21,7 +21,8 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
   """This process's environment with the repository root on PYTHONPATH."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
-      [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p]
+  )
   env.update(overrides)
   return env
 
@@ -30,12 +31,15 @@ def shared_dir(tmp_path_factory, worker_id: str, name: str) -> pathlib.Path:
   """A folder every xdist worker of this session sees (a fresh one without)."""
   if worker_id == "master":
     return tmp_path_factory.mktemp(name)
-  return tmp_path_factory.getbasetemp().parent   # one per xdist session
+  return tmp_path_factory.getbasetemp().parent  # one per xdist session
 
 
-def produce_once(directory: pathlib.Path, filename: str,
-                 write: Callable[[pathlib.Path], None],
-                 timeout_s: float) -> pathlib.Path:
+def produce_once(
+  directory: pathlib.Path,
+  filename: str,
+  write: Callable[[pathlib.Path], None],
+  timeout_s: float,
+) -> pathlib.Path:
   """Returns `directory / filename`, written by `write` in one worker only.
 
   The first caller takes a lock file and calls `write(partial_path)`; the
@@ -44,13 +48,16 @@ def produce_once(directory: pathlib.Path, filename: str,
   """
   path = directory / filename
   try:
-    os.close(os.open(directory / f"{filename}.lock",
-                     os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-  except FileExistsError:         # another worker writes it: wait for it
+    os.close(
+      os.open(
+        directory / f"{filename}.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY
+      )
+    )
+  except FileExistsError:  # another worker writes it: wait for it
     deadline = time.monotonic() + timeout_s + 60
     while not path.exists():
       if time.monotonic() > deadline:
-        raise TimeoutError(f"no {path} from the other xdist worker")
+        raise TimeoutError(f"no {path} from the other xdist worker") from None
       time.sleep(0.5)
   else:
     partial = path.with_suffix(".partial")

@@ -18,13 +18,19 @@ from typing import Any
 
 import numpy as np
 
-MASK_NAMES = ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
-              "ellipsis_mask")
+MASK_NAMES = (
+  "begin_mask",
+  "end_mask",
+  "new_axis_mask",
+  "shrink_axis_mask",
+  "ellipsis_mask",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
   """One StridedSlice-1 call: data shape, begin/end/strides and masks."""
+
   data_shape: tuple[int, ...]
   begin: tuple[int, ...]
   end: tuple[int, ...]
@@ -36,15 +42,18 @@ class Spec:
   ellipsis_mask: tuple[int, ...] = ()
 
   def kwargs(self) -> dict[str, Any]:
-    return {"strides": self.strides,
-            **{name: getattr(self, name) for name in MASK_NAMES}}
+    return {
+      "strides": self.strides,
+      **{name: getattr(self, name) for name in MASK_NAMES},
+    }
 
   def padded_masks(self) -> dict[str, tuple[int, ...]]:
     """Masks zero-extended / truncated to M (the OpenVINO Python API needs
     equal lengths)."""
     m = len(self.begin)
-    return {name: (tuple(getattr(self, name)) + (0,) * m)[:m]
-            for name in MASK_NAMES}
+    return {
+      name: (tuple(getattr(self, name)) + (0,) * m)[:m] for name in MASK_NAMES
+    }
 
   def full_strides(self) -> tuple[int, ...]:
     return self.strides if self.strides is not None else (1,) * len(self.begin)
@@ -65,138 +74,283 @@ _D12 = (10,) * 12
 _D10 = (10,) * 10
 
 SPEC_EXAMPLES = [
-    Example(
-        "basic_6d", Spec((4,) * 6, (0, 1, 0, 1, 3, 3), (4, 4, 4, 4, 0, 0),
-                         (1, 1, 2, 2, -1, -2)),
-        (4, 3, 2, 2, 3, 2),
-        lambda x: x[0:4, 1:4, 0:4:2, 1:4:2, 3:0:-1, 3:0:-2],
-        "erratum 3: 3:0:-1 keeps ids [3, 2, 1], not 4 elements"),
-    Example(
-        "clamping_2d", Spec((2, 2), (1234, 2), (1234, 4321), (1, -1)),
-        (0, 0), lambda x: x[2:3, 2:1:-1],
-        "erratum 4: both dims are empty, not [1, 1]"),
-    Example(
-        "negative_end_3d", Spec((2, 3, 4), (0, 0, 0), (2, 2, -1), (1, 1, 1)),
-        (2, 2, 3), lambda x: x[0:2, 0:2, 0:-1]),
-    Example(
-        "begin_end_mask_3d",
-        Spec((2, 3, 4), (1, 1, 123), (0, 0, 2), (1, 1, -1), begin_mask=(0, 1, 1),
-             end_mask=(1, 1, 1), new_axis_mask=(0, 0, 0, 0, 0),
-             shrink_axis_mask=(0, 0), ellipsis_mask=(0,)),
-        (1, 3, 4), lambda x: x[1:, :, ::-1],
-        "erratum 2: ::-1 keeps ids [3, 2, 1, 0] (text: [1, 3, 3])"),
-    Example(
-        "new_axis_2d",
-        Spec((2, 4), (1234, 0, -1, 0), (1234, 2, 9876, 4), (132, 1, 241, 1),
-             (0, 0, 0, 0), (0, 0, 0, 0), (1, 0, 1, 0), (0, 0, 0, 0),
-             (0, 0, 0, 0)),
-        (1, 2, 1, 4), lambda x: x[np.newaxis, 0:2, np.newaxis, 0:4]),
-    Example(
-        "shrink_5d",
-        Spec((1, 2, 384, 640, 8), (0, 0, 0, 0, 0), (1, 0, 384, 640, 8),
-             (1, 1, 1, 1, 1), (0,) * 5, (0,) * 5, (0,) * 5, (0, 1, 0, 0, 0),
-             (0,) * 5),
-        (1, 384, 640, 8), lambda x: x[0:1, 0, 0:384, 0:640, 0:8],
-        "erratum 7: end[1]=0 == begin is not needed; end is ignored"),
-    Example(
-        "ellipsis_12d",
-        Spec(_D12, (0, 0, 0), (4, 0, 5), (1, -1, 1), (0, 0, 0), (0, 0, 0),
-             (0, 0, 0), (0, 0, 0), (0, 1, 0)),
-        (4,) + (10,) * 10 + (5,), None,
-        "erratum 5: the text says 10-D but lists 12 dims"),
-    Example(
-        "ellipsis_small",
-        Spec((6, 2, 3, 2, 7), (0, 0, 0), (4, 0, 5), (1, -1, 1), (0, 0, 0),
-             (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 1, 0)),
-        (4, 2, 3, 2, 5), lambda x: x[0:4, ..., 0:5],
-        "stand-in for ellipsis_12d"),
-    Example(
-        "ellipsis_new_axis_12d",
-        Spec(_D12, (2, 1, 10, 10), (123, 1, 10, 5), (1, -1, 1, 1),
-             begin_mask=(0, 0, 1, 1), end_mask=(1, 1, 0, 0),
-             new_axis_mask=(0, 0, 1), shrink_axis_mask=(0,),
-             ellipsis_mask=(0, 1)),
-        (8,) + (10,) * 10 + (1, 5), None,
-        "erratum 5: masks of different lengths (zero-extended); the ellipsis "
-        "covers 12 - (4 - 1 - 1) = 10 dims, the output has rank 13"),
-    Example(
-        "ellipsis_new_axis_small",
-        Spec((12, 2, 3, 7), (2, 1, 10, 10), (123, 1, 10, 5), (1, -1, 1, 1),
-             begin_mask=(0, 0, 1, 1), end_mask=(1, 1, 0, 0),
-             new_axis_mask=(0, 0, 1), shrink_axis_mask=(0,),
-             ellipsis_mask=(0, 1)),
-        (10, 2, 3, 1, 5), lambda x: x[2:, ..., np.newaxis, :5],
-        "stand-in for ellipsis_new_axis_12d"),
-    Example(
-        "first_and_last_10d",
-        Spec(_D10, (0, 0, 0), (0, 0, 0), (1, 1, 1), shrink_axis_mask=(1, 0, 1),
-             ellipsis_mask=(0, 1, 0)),
-        (10,) * 8, None,
-        "the prose's [0, ..., 0] on 10-D (erratum 9: its spelled-out form has "
-        "one colon too many)"),
-    Example(
-        "first_and_last_small",
-        Spec((3, 2, 4, 5), (0, 0, 0), (0, 0, 0), (1, 1, 1),
-             shrink_axis_mask=(1, 0, 1), ellipsis_mask=(0, 1, 0)),
-        (2, 4), lambda x: x[0, ..., 0], "stand-in for first_and_last_10d"),
-    Example(
-        "begin_below_minus_size_reverse",
-        Spec((4,), (-10,), (-20,), (-1,)), (1,), lambda x: x[0:1],
-        "erratum 8: begin clamps to 0 for a negative stride (Python: empty)"),
-    Example(
-        "prose_negative_begin", Spec((4,), (-5,), (4,), (1,)), (4,),
-        lambda x: x[-5:4],
-        "the prose's begin -5 on size 4 -> -1 -> clamped to 0"),
-    Example(
-        "begin_equals_end", Spec((4,), (2,), (2,), (1,)), (0,),
-        lambda x: x[2:2], "erratum 1: size 0, not 1"),
-    Example(
-        "begin_equals_end_shrink",
-        Spec((4,), (2,), (2,), (1,), shrink_axis_mask=(1,)), (),
-        lambda x: x[2], "erratum 1: only a shrink keeps one element"),
-    Example(
-        "end_mask_reverse_runs_through_0",
-        Spec((4,), (3,), (0,), (-1,), end_mask=(1,)), (4,),
-        lambda x: x[3::-1]),
-    Example(
-        "shrink_ignores_end_and_stride",
-        Spec((3, 4), (-1, 1), (0, 3), (-3, 1), shrink_axis_mask=(1,)),
-        (2,), lambda x: x[-1, 1:3], "erratum 7"),
-    Example(
-        "new_axis_and_shrink_same_position",
-        Spec((3, 4), (0, 1), (0, 2), (1, 1), new_axis_mask=(1,),
-             shrink_axis_mask=(1,)),
-        (1, 1, 4), lambda x: x[np.newaxis, 1:2],
-        "erratum 6: new_axis wins (TF); the CPU plugin is wrong when trailing "
-        "dims are implicit"),
-    Example(
-        "new_axis_and_shrink_implicit_trailing",
-        Spec((3, 4, 5), (0, 1), (1, 2), (1, 1), new_axis_mask=(1, 0),
-             shrink_axis_mask=(0, 1)),
-        (1, 4, 5), lambda x: x[np.newaxis, 1],
-        "erratum 6: the CPU plugin returns garbage here"),
-    Example(
-        "begin_mask_on_shrunk_dim",
-        Spec((4, 4), (-1,), (2,), (-1,), begin_mask=(1,),
-             shrink_axis_mask=(1,)),
-        (4,), lambda x: x[-1],
-        "erratum 10: begin_mask ignored on a shrunk dim (reference evaluator, "
-        "TF); the CPU plugin takes element 0"),
-    Example(
-        "ellipsis_and_new_axis_same_position",
-        Spec((3, 4, 5), (0, 1, 0), (1, 2, 0), (1, 1, 1), new_axis_mask=(1,),
-             ellipsis_mask=(1,)),
-        (3, 1, 0), lambda x: x[..., 1:2, 0:0],
-        "erratum 10: the ellipsis wins (TF, OpenVINO shape inference)"),
-    Example(
-        "fewer_dims_named_keeps_rest", Spec((3, 4, 5), (1,), (3,), (1,)),
-        (2, 4, 5), lambda x: x[1:3]),
-    Example(
-        "zero_stride_ignored_at_new_axis_and_shrink",
-        Spec((3, 4), (0, 1, 0), (1, 2, 4), (0, 0, 1), new_axis_mask=(1,),
-             shrink_axis_mask=(0, 1)),
-        (1, 4), lambda x: x[np.newaxis, 1, 0:4],
-        "a zero stride is only an error where a stride is used"),
+  Example(
+    "basic_6d",
+    Spec(
+      (4,) * 6, (0, 1, 0, 1, 3, 3), (4, 4, 4, 4, 0, 0), (1, 1, 2, 2, -1, -2)
+    ),
+    (4, 3, 2, 2, 3, 2),
+    lambda x: x[0:4, 1:4, 0:4:2, 1:4:2, 3:0:-1, 3:0:-2],
+    "erratum 3: 3:0:-1 keeps ids [3, 2, 1], not 4 elements",
+  ),
+  Example(
+    "clamping_2d",
+    Spec((2, 2), (1234, 2), (1234, 4321), (1, -1)),
+    (0, 0),
+    lambda x: x[2:3, 2:1:-1],
+    "erratum 4: both dims are empty, not [1, 1]",
+  ),
+  Example(
+    "negative_end_3d",
+    Spec((2, 3, 4), (0, 0, 0), (2, 2, -1), (1, 1, 1)),
+    (2, 2, 3),
+    lambda x: x[0:2, 0:2, 0:-1],
+  ),
+  Example(
+    "begin_end_mask_3d",
+    Spec(
+      (2, 3, 4),
+      (1, 1, 123),
+      (0, 0, 2),
+      (1, 1, -1),
+      begin_mask=(0, 1, 1),
+      end_mask=(1, 1, 1),
+      new_axis_mask=(0, 0, 0, 0, 0),
+      shrink_axis_mask=(0, 0),
+      ellipsis_mask=(0,),
+    ),
+    (1, 3, 4),
+    lambda x: x[1:, :, ::-1],
+    "erratum 2: ::-1 keeps ids [3, 2, 1, 0] (text: [1, 3, 3])",
+  ),
+  Example(
+    "new_axis_2d",
+    Spec(
+      (2, 4),
+      (1234, 0, -1, 0),
+      (1234, 2, 9876, 4),
+      (132, 1, 241, 1),
+      (0, 0, 0, 0),
+      (0, 0, 0, 0),
+      (1, 0, 1, 0),
+      (0, 0, 0, 0),
+      (0, 0, 0, 0),
+    ),
+    (1, 2, 1, 4),
+    lambda x: x[np.newaxis, 0:2, np.newaxis, 0:4],
+  ),
+  Example(
+    "shrink_5d",
+    Spec(
+      (1, 2, 384, 640, 8),
+      (0, 0, 0, 0, 0),
+      (1, 0, 384, 640, 8),
+      (1, 1, 1, 1, 1),
+      (0,) * 5,
+      (0,) * 5,
+      (0,) * 5,
+      (0, 1, 0, 0, 0),
+      (0,) * 5,
+    ),
+    (1, 384, 640, 8),
+    lambda x: x[0:1, 0, 0:384, 0:640, 0:8],
+    "erratum 7: end[1]=0 == begin is not needed; end is ignored",
+  ),
+  Example(
+    "ellipsis_12d",
+    Spec(
+      _D12,
+      (0, 0, 0),
+      (4, 0, 5),
+      (1, -1, 1),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 1, 0),
+    ),
+    (4,) + (10,) * 10 + (5,),
+    None,
+    "erratum 5: the text says 10-D but lists 12 dims",
+  ),
+  Example(
+    "ellipsis_small",
+    Spec(
+      (6, 2, 3, 2, 7),
+      (0, 0, 0),
+      (4, 0, 5),
+      (1, -1, 1),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 0, 0),
+      (0, 1, 0),
+    ),
+    (4, 2, 3, 2, 5),
+    lambda x: x[0:4, ..., 0:5],
+    "stand-in for ellipsis_12d",
+  ),
+  Example(
+    "ellipsis_new_axis_12d",
+    Spec(
+      _D12,
+      (2, 1, 10, 10),
+      (123, 1, 10, 5),
+      (1, -1, 1, 1),
+      begin_mask=(0, 0, 1, 1),
+      end_mask=(1, 1, 0, 0),
+      new_axis_mask=(0, 0, 1),
+      shrink_axis_mask=(0,),
+      ellipsis_mask=(0, 1),
+    ),
+    (8,) + (10,) * 10 + (1, 5),
+    None,
+    "erratum 5: masks of different lengths (zero-extended); the ellipsis "
+    "covers 12 - (4 - 1 - 1) = 10 dims, the output has rank 13",
+  ),
+  Example(
+    "ellipsis_new_axis_small",
+    Spec(
+      (12, 2, 3, 7),
+      (2, 1, 10, 10),
+      (123, 1, 10, 5),
+      (1, -1, 1, 1),
+      begin_mask=(0, 0, 1, 1),
+      end_mask=(1, 1, 0, 0),
+      new_axis_mask=(0, 0, 1),
+      shrink_axis_mask=(0,),
+      ellipsis_mask=(0, 1),
+    ),
+    (10, 2, 3, 1, 5),
+    lambda x: x[2:, ..., np.newaxis, :5],
+    "stand-in for ellipsis_new_axis_12d",
+  ),
+  Example(
+    "first_and_last_10d",
+    Spec(
+      _D10,
+      (0, 0, 0),
+      (0, 0, 0),
+      (1, 1, 1),
+      shrink_axis_mask=(1, 0, 1),
+      ellipsis_mask=(0, 1, 0),
+    ),
+    (10,) * 8,
+    None,
+    "the prose's [0, ..., 0] on 10-D (erratum 9: its spelled-out form has "
+    "one colon too many)",
+  ),
+  Example(
+    "first_and_last_small",
+    Spec(
+      (3, 2, 4, 5),
+      (0, 0, 0),
+      (0, 0, 0),
+      (1, 1, 1),
+      shrink_axis_mask=(1, 0, 1),
+      ellipsis_mask=(0, 1, 0),
+    ),
+    (2, 4),
+    lambda x: x[0, ..., 0],
+    "stand-in for first_and_last_10d",
+  ),
+  Example(
+    "begin_below_minus_size_reverse",
+    Spec((4,), (-10,), (-20,), (-1,)),
+    (1,),
+    lambda x: x[0:1],
+    "erratum 8: begin clamps to 0 for a negative stride (Python: empty)",
+  ),
+  Example(
+    "prose_negative_begin",
+    Spec((4,), (-5,), (4,), (1,)),
+    (4,),
+    lambda x: x[-5:4],
+    "the prose's begin -5 on size 4 -> -1 -> clamped to 0",
+  ),
+  Example(
+    "begin_equals_end",
+    Spec((4,), (2,), (2,), (1,)),
+    (0,),
+    lambda x: x[2:2],
+    "erratum 1: size 0, not 1",
+  ),
+  Example(
+    "begin_equals_end_shrink",
+    Spec((4,), (2,), (2,), (1,), shrink_axis_mask=(1,)),
+    (),
+    lambda x: x[2],
+    "erratum 1: only a shrink keeps one element",
+  ),
+  Example(
+    "end_mask_reverse_runs_through_0",
+    Spec((4,), (3,), (0,), (-1,), end_mask=(1,)),
+    (4,),
+    lambda x: x[3::-1],
+  ),
+  Example(
+    "shrink_ignores_end_and_stride",
+    Spec((3, 4), (-1, 1), (0, 3), (-3, 1), shrink_axis_mask=(1,)),
+    (2,),
+    lambda x: x[-1, 1:3],
+    "erratum 7",
+  ),
+  Example(
+    "new_axis_and_shrink_same_position",
+    Spec(
+      (3, 4), (0, 1), (0, 2), (1, 1), new_axis_mask=(1,), shrink_axis_mask=(1,)
+    ),
+    (1, 1, 4),
+    lambda x: x[np.newaxis, 1:2],
+    "erratum 6: new_axis wins (TF); the CPU plugin is wrong when trailing "
+    "dims are implicit",
+  ),
+  Example(
+    "new_axis_and_shrink_implicit_trailing",
+    Spec(
+      (3, 4, 5),
+      (0, 1),
+      (1, 2),
+      (1, 1),
+      new_axis_mask=(1, 0),
+      shrink_axis_mask=(0, 1),
+    ),
+    (1, 4, 5),
+    lambda x: x[np.newaxis, 1],
+    "erratum 6: the CPU plugin returns garbage here",
+  ),
+  Example(
+    "begin_mask_on_shrunk_dim",
+    Spec((4, 4), (-1,), (2,), (-1,), begin_mask=(1,), shrink_axis_mask=(1,)),
+    (4,),
+    lambda x: x[-1],
+    "erratum 10: begin_mask ignored on a shrunk dim (reference evaluator, "
+    "TF); the CPU plugin takes element 0",
+  ),
+  Example(
+    "ellipsis_and_new_axis_same_position",
+    Spec(
+      (3, 4, 5),
+      (0, 1, 0),
+      (1, 2, 0),
+      (1, 1, 1),
+      new_axis_mask=(1,),
+      ellipsis_mask=(1,),
+    ),
+    (3, 1, 0),
+    lambda x: x[..., 1:2, 0:0],
+    "erratum 10: the ellipsis wins (TF, OpenVINO shape inference)",
+  ),
+  Example(
+    "fewer_dims_named_keeps_rest",
+    Spec((3, 4, 5), (1,), (3,), (1,)),
+    (2, 4, 5),
+    lambda x: x[1:3],
+  ),
+  Example(
+    "zero_stride_ignored_at_new_axis_and_shrink",
+    Spec(
+      (3, 4),
+      (0, 1, 0),
+      (1, 2, 4),
+      (0, 0, 1),
+      new_axis_mask=(1,),
+      shrink_axis_mask=(0, 1),
+    ),
+    (1, 4),
+    lambda x: x[np.newaxis, 1, 0:4],
+    "a zero stride is only an error where a stride is used",
+  ),
 ]
 
 
@@ -211,8 +365,12 @@ def random_spec(rng: np.random.Generator, max_rank: int = 5) -> Spec:
   ellipsis+new_axis, begin_mask on a shrunk dim).
   """
   rank = int(rng.integers(1, max_rank + 1))
-  shape = tuple(int(d) for d in rng.choice(
-      [0, 1, 2, 3, 4, 5], size=rank, p=[0.05, 0.15, 0.2, 0.2, 0.2, 0.2]))
+  shape = tuple(
+    int(d)
+    for d in rng.choice(
+      [0, 1, 2, 3, 4, 5], size=rank, p=[0.05, 0.15, 0.2, 0.2, 0.2, 0.2]
+    )
+  )
   named = int(rng.integers(0, rank + 1))
   kinds = ["named"] * named + ["new_axis"] * int(rng.integers(0, 3))
   rng.shuffle(kinds)
@@ -226,8 +384,9 @@ def random_spec(rng: np.random.Generator, max_rank: int = 5) -> Spec:
   masks = {name: [0] * m for name in MASK_NAMES}
   # Dims named before the ellipsis map to the leading data dims, those after
   # it to the trailing ones.
-  named_before = kinds[:kinds.index("ellipsis")].count("named") if (
-      use_ellipsis) else named
+  named_before = (
+    kinds[: kinds.index("ellipsis")].count("named") if (use_ellipsis) else named
+  )
   dim_of_entry, before, after = {}, 0, 0
   for i, kind in enumerate(kinds):
     if kind != "named":
@@ -271,5 +430,10 @@ def random_spec(rng: np.random.Generator, max_rank: int = 5) -> Spec:
         strides.append(int(rng.choice([-3, -2, -1, -1, 1, 1, 2, 3])))
         masks["begin_mask"][i] = int(rng.random() < 0.3)
         masks["end_mask"][i] = int(rng.random() < 0.3)
-  return Spec(shape, tuple(begin), tuple(end), tuple(strides),
-              **{name: tuple(bits) for name, bits in masks.items()})
+  return Spec(
+    shape,
+    tuple(begin),
+    tuple(end),
+    tuple(strides),
+    **{name: tuple(bits) for name, bits in masks.items()},
+  )

@@ -1,0 +1,333 @@
+"""ScatterNDUpdate's duplicate resolution: which tuple wins each target.
+
+`winners(indices, in_bounds, sizes, strategy)` marks, per index tuple,
+whether it is the last in-range tuple addressing its target (last wins,
+docs/semantics.md#duplicates), deterministically on every backend and without
+relying on XLA's scatter order. The scatter then redirects every other tuple
+out of range, so its indices are unique.
+
+A `Strategy` is chosen statically from the shapes by `choose_strategy(n,
+sizes)`: n tuples, `slots = prod(sizes)` target slots, `target` the row-major
+linear slot of a tuple (out-of-range tuples get the extra target `slots`, so
+nothing inside the search indexes out of range). The searches, the repeat
+tests that let unique indices skip them, and the measurements behind the
+thresholds are in docs/design.md#duplicate-resolution.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+
+class Search(enum.Enum):
+  """How the winners are found."""
+
+  TABLE = "table"
+  """`table = full(slots + 1, -1).at[target].max(position)`; a tuple wins iff
+  `table[target] == position`. One fill, one scatter-max, one gather."""
+  PACKED_SORT = "packed_sort"
+  """One single-operand sort of the unique keys `target * n + position`; the
+  last of each run of equal targets wins."""
+  RANK_TABLE = "rank_table"
+  """Sort the targets, binary-search each one's first occurrence (a group id
+  below n), then the winner table over group ids."""
+  COLUMNS = "columns"
+  """A stable k-key sort of the coordinates (the linear target overflows)."""
+
+
+class RepeatTest(enum.Enum):
+  """The exact test that lets unique indices skip a sort-based search."""
+
+  NONE = "none"
+  BITMAP = "bitmap"
+  """One bit per slot, added per tuple; no repeats iff the popcount is n."""
+  SORT = "sort"
+  """The search's own sort, then an adjacent compare."""
+
+
+class Strategy(NamedTuple):
+  """A winner search with its repeat test and integer types.
+
+  `target_dtype` holds the linear target (None for COLUMNS), `key_dtype` the
+  packed keys `(slots + 1) * n - 1` (PACKED_SORT only).
+  """
+
+  search: Search
+  repeat_test: RepeatTest = RepeatTest.NONE
+  target_dtype: Any = None
+  key_dtype: Any = None
+
+
+# Slots per tuple up to which the winner table beats the sorts, and bitmap
+# words (32 slots each) per tuple up to which the bitmap test beats the sort
+# it saves (measured on CPU: docs/design.md#thresholds).
+TABLE_SLOTS_PER_TUPLE = 16
+TABLE_MIN_SLOTS = 1 << 16
+BITMAP_WORDS_PER_TUPLE = 8
+BITMAP_MIN_WORDS = 1 << 16
+
+
+def int_dtype_for(max_value: int) -> Any:
+  """The narrowest enabled signed int dtype holding `max_value`, or None."""
+  if max_value <= np.iinfo(np.int32).max:
+    return np.dtype(np.int32)
+  x64 = jax.dtypes.canonicalize_dtype(np.int64) == np.int64
+  if x64 and max_value <= np.iinfo(np.int64).max:
+    return np.dtype(np.int64)
+  return None
+
+
+def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
+  """The search for n tuples into the indexed dims `sizes`."""
+  slots = math.prod(sizes)
+  target_dtype = int_dtype_for(slots)
+  if target_dtype is None:
+    return Strategy(Search.COLUMNS)
+  if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
+    return Strategy(Search.TABLE, RepeatTest.NONE, target_dtype)
+  repeat_test = (
+    RepeatTest.BITMAP
+    if slots // 32 + 1 <= BITMAP_WORDS_PER_TUPLE * n + BITMAP_MIN_WORDS
+    else RepeatTest.SORT
+  )
+  key_dtype = int_dtype_for((slots + 1) * n - 1)
+  if key_dtype is None:
+    return Strategy(Search.RANK_TABLE, repeat_test, target_dtype)
+  return Strategy(Search.PACKED_SORT, repeat_test, target_dtype, key_dtype)
+
+
+def linear_target(
+  indices: jax.Array, sizes: tuple[int, ...], dtype: Any
+) -> jax.Array:
+  """The row-major linear slot of each (n, k) in-range tuple, in `dtype`."""
+  k = len(sizes)
+  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].astype(dtype)
+  terms = indices.astype(dtype) * strides.reshape(1, k)
+  return jnp.sum(terms, axis=1, dtype=dtype)
+
+
+def winners(
+  indices: jax.Array,
+  in_bounds: jax.Array,
+  sizes: tuple[int, ...],
+  strategy: Strategy,
+) -> jax.Array:
+  """Marks, per tuple, whether it is the last in-range tuple of its target.
+
+  Args:
+    indices: (n, k) signed ints; rows with `in_bounds` False may hold
+      anything.
+    in_bounds: (n,) bool.
+    sizes: the k indexed data dims.
+    strategy: e.g. `choose_strategy(n, sizes)`.
+
+  Returns:
+    (n,) bool.
+  """
+  n, k = indices.shape
+  slots = math.prod(sizes)
+  positions = lax.iota(jnp.int32, n)
+  if strategy.search is Search.COLUMNS:
+    # Out-of-range tuples sort as (sizes...), after every valid tuple.
+    columns = tuple(
+      jnp.where(in_bounds, indices[:, j].astype(jnp.int32), jnp.int32(sizes[j]))
+      for j in range(k)
+    )
+    *sorted_columns, sorted_positions = lax.sort(
+      (*columns, positions), num_keys=k, is_stable=True
+    )
+    is_last = _last_of_runs(sorted_columns[0])
+    for column in sorted_columns[1:]:
+      is_last = is_last | _last_of_runs(column)
+    return _scatter_back(is_last, sorted_positions) & in_bounds
+  dtype = strategy.target_dtype
+  target = jnp.where(
+    in_bounds, linear_target(indices, sizes, dtype), jnp.asarray(slots, dtype)
+  )
+  if strategy.search is Search.TABLE:
+    return _winner_table(target, slots + 1, positions) & in_bounds
+  search = functools.partial(
+    _sorted_search, search=strategy.search, key_dtype=strategy.key_dtype
+  )
+  if strategy.repeat_test is RepeatTest.BITMAP:
+    # Out-of-range tuples take distinct slots past the end, so the count to
+    # compare with is the constant n.
+    distinct = jnp.where(in_bounds, target, slots + positions.astype(dtype))
+    repeats = any_in_batch(repeats_in_bitmap(distinct, slots + n))
+    return (
+      lax.cond(
+        repeats,
+        search,
+        lambda target, _: jnp.ones((n,), bool),
+        target,
+        positions,
+      )
+      & in_bounds
+    )
+  if strategy.repeat_test is RepeatTest.SORT:
+    return search(target, positions, slots=slots) & in_bounds
+  return search(target, positions) & in_bounds
+
+
+def _winner_table(
+  keys: jax.Array, size: int, positions: jax.Array
+) -> jax.Array:
+  """Whether each position is the largest among those with its key (< size)."""
+  table = (
+    jnp.full((size,), -1, jnp.int32)
+    .at[keys]
+    .max(positions, mode="promise_in_bounds")
+  )
+  return table.at[keys].get(mode="promise_in_bounds") == positions
+
+
+def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:
+  """Whether each element of a sorted array is the last of its run."""
+  return jnp.concatenate(
+    [sorted_keys[:-1] != sorted_keys[1:], jnp.ones((1,), bool)]
+  )
+
+
+def _sorted_search(
+  target: jax.Array,
+  positions: jax.Array,
+  *,
+  search: Search,
+  key_dtype: Any,
+  slots: int | None = None,
+) -> jax.Array:
+  """The winners among `target` (out-of-range ones as the largest value).
+
+  With `slots` (the sentinel target of out-of-range tuples) the sort it needs
+  anyway tests for repeated in-range targets first and the rest is skipped
+  when there are none; without, the targets are known to repeat (or assumed
+  to).
+  """
+  n = target.shape[0]
+  if search is Search.RANK_TABLE:
+    sorted_target = lax.sort(target)
+
+    def rank_table(sorted_target, target):
+      # A group id < n per distinct target (its first occurrence in the
+      # sorted array), then the winner table over ids. The scan is a while
+      # loop of log2(n) gathers (docs/design.md#tried-scatter-search).
+      group = jnp.searchsorted(
+        sorted_target, target, side="left", method="scan"
+      ).astype(jnp.int32)
+      return _winner_table(group, n, positions)
+
+    return _unless_unique(
+      sorted_target, slots, rank_table, (sorted_target, target)
+    )
+  # Packed keys are unique, so an unstable one-operand sort is exact; they
+  # sort as the targets do, so the same sort finds repeats and, only if there
+  # are some, the last of each run.
+  keys = lax.sort(target.astype(key_dtype) * n + positions.astype(key_dtype))
+  sorted_target = keys // n
+
+  def last_of_runs(sorted_target, keys):
+    return _scatter_back(
+      _last_of_runs(sorted_target), (keys % n).astype(jnp.int32)
+    )
+
+  return _unless_unique(
+    sorted_target, slots, last_of_runs, (sorted_target, keys)
+  )
+
+
+def _unless_unique(
+  sorted_target: jax.Array,
+  slots: int | None,
+  search,
+  operands: tuple[jax.Array, ...],
+) -> jax.Array:
+  """`search(*operands)` if an in-range target repeats, else all True.
+
+  `slots=None`: always search.
+  """
+  if slots is None:
+    return search(*operands)
+  repeats = any_in_batch(repeats_in_sorted(sorted_target, slots))
+  return lax.cond(
+    repeats, search, lambda *_: jnp.ones(sorted_target.shape, bool), *operands
+  )
+
+
+def repeats_in_sorted(sorted_target: jax.Array, slots: int) -> jax.Array:
+  """Whether a value other than `slots` occurs twice in a sorted array."""
+  return jnp.any(
+    (sorted_target[1:] == sorted_target[:-1]) & (sorted_target[1:] != slots)
+  )
+
+
+def repeats_in_bitmap(target: jax.Array, slots: int) -> jax.Array:
+  """Whether a value occurs twice in `target` (n values in [0, slots)), from
+  one bit per slot.
+
+  Each value adds the bit `2**(target % 32)` to the uint32 word
+  `target // 32`. The words then hold n set bits iff no bit was added twice:
+  an addition loses one set bit per carry, adding a bit that is set carries,
+  and without carries bits are never cleared. Integer addition (wrapping
+  included) is order independent, so the answer is exact and deterministic
+  on every backend.
+  """
+  bits = jnp.left_shift(jnp.uint32(1), (target % 32).astype(jnp.uint32))
+  words = (
+    jnp.zeros((slots // 32 + 1,), jnp.uint32)
+    .at[target // 32]
+    .add(bits, mode="promise_in_bounds")
+  )
+  return (
+    jnp.sum(lax.population_count(words), dtype=jnp.int32) != target.shape[0]
+  )
+
+
+def _scatter_back(
+  sorted_flags: jax.Array, sorted_positions: jax.Array
+) -> jax.Array:
+  """Undoes a sort permutation on per-element flags."""
+  return (
+    jnp.zeros(sorted_flags.shape, bool)
+    .at[sorted_positions]
+    .set(sorted_flags, unique_indices=True, mode="promise_in_bounds")
+  )
+
+
+# --- one predicate for a whole vmap batch ------------------------------------
+
+_any_in_batch_p = Primitive("jaxops_any_in_batch")
+
+
+def any_in_batch(predicate: jax.Array) -> jax.Array:
+  """`predicate` (a bool scalar), or under `vmap` its `any` over the batch.
+
+  A `lax.cond` on a batched predicate becomes a select that runs both
+  branches; on this unbatched one it stays a cond, and takes the exact
+  branch for the whole batch when any member needs it.
+  """
+  return _any_in_batch_p.bind(predicate)
+
+
+def _any_in_batch_batcher(batched_args, batch_dims):
+  (predicate,), (dim,) = batched_args, batch_dims
+  return any_in_batch(jnp.any(predicate, axis=dim)), None  # not batched
+
+
+_any_in_batch_p.def_impl(lambda predicate: predicate)
+_any_in_batch_p.def_abstract_eval(lambda predicate: predicate)
+mlir.register_lowering(_any_in_batch_p, lambda ctx, predicate: [predicate])
+batching.primitive_batchers[_any_in_batch_p] = _any_in_batch_batcher
+ad.primitive_jvps[_any_in_batch_p] = lambda primals, tangents: (
+  any_in_batch(*primals),
+  np.zeros(jnp.shape(primals[0]), jax.dtypes.float0),
+)

@@ -1,0 +1,80 @@
+"""The one derivative pattern of every operator: a custom JVP that is linear.
+
+Each operator is linear in its float arguments (data, updates) for fixed
+integer arguments (indices) and static attributes, so its tangent is the
+operator itself applied to the tangents. `linear_custom_jvp` builds that
+`jax.custom_jvp` once: forward mode evaluates the rule, and reverse mode
+transposes it (the rule is built from gathers, scatters, slices and selects,
+which JAX transposes), so `jvp`, `grad`, `vjp`, `hessian` and `vmap` of them
+all work. Why this is lean in reverse mode: docs/design.md#derivatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from jaxops import _common
+
+
+def linear_custom_jvp(
+  fn: Callable[..., jax.Array],
+  nondiff_argnums: Sequence[int] = (),
+  *,
+  linear_argnums: Sequence[int],
+  tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
+) -> Callable[..., jax.Array]:
+  """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
+
+  Args:
+    fn: the operator's core, linear in the arguments at `linear_argnums`.
+    nondiff_argnums: static arguments (hashable), as for `jax.custom_jvp`.
+    linear_argnums: the array arguments `fn` is linear in. The other array
+      arguments (integer indices) keep their primal value in the tangent.
+    tangent_nondiff: maps the static arguments to the ones the tangent uses,
+      e.g. a fill value of 0 for out-of-range reads (the primal's fill value
+      is a constant, so its tangent is 0). Default: the same.
+
+  Returns:
+    The custom-JVP function. When the linear arguments are integer or bool
+    (float0 tangents), the output tangent is float0 zeros.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> double = linear_custom_jvp(lambda x: 2 * x, linear_argnums=(0,))
+    >>> x, x_dot = jnp.float32(1), jnp.float32(3)
+    >>> [float(v) for v in jax.jvp(double, (x,), (x_dot,))]
+    [2.0, 6.0]
+  """
+  nondiff = tuple(nondiff_argnums)
+  linear = frozenset(linear_argnums)
+  wrapped = jax.custom_jvp(fn, nondiff_argnums=nondiff)
+
+  def merge(static, arrays):
+    args, static, arrays = [], list(static), list(arrays)
+    for position in range(len(static) + len(arrays)):
+      args.append(static.pop(0) if position in nondiff else arrays.pop(0))
+    return args
+
+  def jvp(*args):
+    *static, primals, tangents = args
+    out = fn(*merge(static, primals))
+    positions = [
+      p for p in range(len(static) + len(primals)) if p not in nondiff
+    ]
+    if any(
+      _common.is_float0(t) for p, t in zip(positions, tangents) if p in linear
+    ):
+      return out, _common.float0_zeros(out.shape)
+    tangent_args = [
+      t if p in linear else x for p, x, t in zip(positions, primals, tangents)
+    ]
+    tangent_static = (
+      static if tangent_nondiff is None else (tangent_nondiff(*static))
+    )
+    return out, fn(*merge(tangent_static, tangent_args))
+
+  wrapped.defjvp(jvp)
+  return wrapped
