@@ -13,7 +13,9 @@ applies to (ids are the layout names):
   contains no all-gather, all-to-all, all-reduce, reduce-scatter or
   collective-permute;
 * `test_collectives` (layouts that do need communication): the compiled HLO
-  contains exactly the collectives docs/sharding.md documents for that layout;
+  contains exactly the collectives docs/sharding.md documents for that layout
+  (`test_compile_options_keep_collectives`: and so does a compile with XLA's
+  default options, see `COMPILER_OPTIONS`);
 * `test_grad_*`: the same for the gradient of `sum(weights * op(...))` with
   respect to the float arguments (weights sharded like the output): the
   gradient of each argument keeps that argument's sharding. The gradient with
@@ -76,12 +78,16 @@ def make_mesh(name: str) -> Mesh:
   return Mesh(np.array(devices[:DEVICES]).reshape(shape), axes)
 
 
-# XLA's backend (LLVM) optimizations off: they only shape the machine code,
-# not the optimized HLO whose collectives the tests read, and every program
-# here compiles faster without them. The unsharded references, whose HLO is
-# not read, also skip the fusion emitters (faster still).
-COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
-REFERENCE_OPTIONS = COMPILER_OPTIONS | {"xla_cpu_use_fusion_emitters": False}
+# Every program here compiles with XLA's backend (LLVM) optimizations and its
+# CPU fusion emitters off, which is much faster. Both act after SPMD
+# partitioning, on how the partitioned program is fused and turned into
+# machine code, so the collectives the tests read are those of a default
+# compile (`test_compile_options_keep_collectives` checks it where there are
+# collectives).
+COMPILER_OPTIONS = {
+  "xla_backend_optimization_level": 0,
+  "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def collectives(hlo_text: str) -> list[str]:
@@ -601,7 +607,7 @@ def _reference(fn, grad_argnums):
     grads = _grad_fn(fn, grad_argnums)(*args, weights) if grad_argnums else ()
     return fn(*args), grads
 
-  return jax.jit(reference, compiler_options=REFERENCE_OPTIONS)
+  return jax.jit(reference, compiler_options=COMPILER_OPTIONS)
 
 
 @functools.cache
@@ -678,6 +684,18 @@ def test_collectives(case, jax_mode):
   )
   assert tuple(found) == case.collectives, (
     f"XLA emits {found}, {source} {list(case.collectives)}"
+  )
+
+
+@over(COMMUNICATING)
+def test_compile_options_keep_collectives(case, jax_mode):
+  mesh = make_mesh(case.mesh)
+  sharded_args = _put(case.make_args(_rng(case, 0)), case.in_specs, mesh)
+  lowered = jax.jit(case.partitioned(mesh)).lower(*sharded_args)
+  found = collectives(lowered.compile().as_text())
+  fast = _run(case, jax_mode).collectives
+  assert found == fast, (
+    f"a default compile emits {found}, one with {COMPILER_OPTIONS} {fast}"
   )
 
 
