@@ -13,7 +13,9 @@ applies to (ids are the layout names):
   contains no all-gather, all-to-all, all-reduce, reduce-scatter or
   collective-permute;
 * `test_collectives` (layouts that do need communication): the compiled HLO
-  contains exactly the collectives docs/sharding.md documents for that layout;
+  contains exactly the collectives docs/sharding.md documents for that layout
+  (`test_compile_options_keep_collectives`: and so does a compile with XLA's
+  default options, see `COMPILER_OPTIONS`);
 * `test_grad_*`: the same for the gradient of `sum(weights * op(...))` with
   respect to the float arguments (weights sharded like the output): the
   gradient of each argument keeps that argument's sharding. The gradient with
@@ -31,8 +33,7 @@ global operator.
 Data and weights are small integers stored as float32, so every sum is exact
 in any order and the comparisons are exact in both x64 modes. Each case is
 compiled and run once per x64 mode (`_run`), by whichever of its tests comes
-first; its parameter is module-scoped so that pytest runs a case's tests
-together.
+first.
 """
 
 from __future__ import annotations
@@ -77,12 +78,16 @@ def make_mesh(name: str) -> Mesh:
   return Mesh(np.array(devices[:DEVICES]).reshape(shape), axes)
 
 
-# XLA's backend (LLVM) optimizations off: they only shape the machine code,
-# not the optimized HLO whose collectives the tests read, and every program
-# here compiles faster without them. The unsharded references, whose HLO is
-# not read, also skip the fusion emitters (faster still).
-COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
-REFERENCE_OPTIONS = COMPILER_OPTIONS | {"xla_cpu_use_fusion_emitters": False}
+# Every program here compiles with XLA's backend (LLVM) optimizations and its
+# CPU fusion emitters off, which is much faster. Both act after SPMD
+# partitioning, on how the partitioned program is fused and turned into
+# machine code, so the collectives the tests read are those of a default
+# compile (`test_compile_options_keep_collectives` checks it where there are
+# collectives).
+COMPILER_OPTIONS = {
+  "xla_backend_optimization_level": 0,
+  "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def collectives(hlo_text: str) -> list[str]:
@@ -519,14 +524,26 @@ GRAD_EQUAL = DIFFERENTIATED + [c for c in SHARD_MAP_CASES if c.grad_argnums]
 
 
 def over(cases: list[Case]):
-  """Parametrizes `case` over `cases`, ids the case names.
-
-  Module scope makes pytest group every test of one case, so that its
-  cached runs are made and used together (also under pytest-xdist).
-  """
+  """Parametrizes `case` over `cases`, ids the case names, module-scoped."""
   return pytest.mark.parametrize(
     "case", cases, ids=lambda c: c.name, scope="module"
   )
+
+
+@pytest.fixture(scope="module")
+def jax_mode(request):
+  """tests/conftest.py's `jax_mode` (the same switch), module-scoped here.
+
+  With `case` and the mode both module-scoped, pytest runs the tests of one
+  case in one mode together, where its cached run is made and used (under
+  pytest-xdist, mostly on one worker).
+  """
+  mode = getattr(request, "param", None)
+  if mode is None:
+    yield None
+    return
+  with jax.enable_x64(mode == "x64"):
+    yield mode
 
 
 # ---- running a case once per x64 mode --------------------------------------
@@ -560,7 +577,7 @@ def _put(args, specs, mesh) -> tuple[jax.Array, ...]:
 
 
 def _grad_fn(fn, grad_argnums):
-  """(args..., weights) -> grads of sum(weights * fn(args)) w.r.t. diff args."""
+  """(args..., weights) -> grads of sum(weights * fn(args)) wrt grad_argnums."""
 
   def grads(*args_and_weights):
     *args, weights = args_and_weights
@@ -590,7 +607,7 @@ def _reference(fn, grad_argnums):
     grads = _grad_fn(fn, grad_argnums)(*args, weights) if grad_argnums else ()
     return fn(*args), grads
 
-  return jax.jit(reference, compiler_options=REFERENCE_OPTIONS)
+  return jax.jit(reference, compiler_options=COMPILER_OPTIONS)
 
 
 @functools.cache
@@ -667,6 +684,18 @@ def test_collectives(case, jax_mode):
   )
   assert tuple(found) == case.collectives, (
     f"XLA emits {found}, {source} {list(case.collectives)}"
+  )
+
+
+@over(COMMUNICATING)
+def test_compile_options_keep_collectives(case, jax_mode):
+  mesh = make_mesh(case.mesh)
+  sharded_args = _put(case.make_args(_rng(case, 0)), case.in_specs, mesh)
+  lowered = jax.jit(case.partitioned(mesh)).lower(*sharded_args)
+  found = collectives(lowered.compile().as_text())
+  fast = _run(case, jax_mode).collectives
+  assert found == fast, (
+    f"a default compile emits {found}, one with {COMPILER_OPTIONS} {fast}"
   )
 
 
