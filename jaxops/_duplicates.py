@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -165,12 +166,11 @@ def winners(
   target = jnp.where(
     in_bounds, linear_target(indices, sizes, dtype), jnp.asarray(slots, dtype)
   )
+  search: Callable[..., jax.Array]
   if strategy.search is Search.TABLE:
     if strategy.repeat_test is RepeatTest.SORT:
       raise ValueError(f"{strategy}: the sort test needs a sort-based search")
-    search = lambda target, positions: _winner_table(
-      target, slots + 1, positions
-    )
+    search = functools.partial(_winner_table, size=slots + 1)
   else:
     search = functools.partial(
       _sorted_search, search=strategy.search, key_dtype=strategy.key_dtype
@@ -196,7 +196,7 @@ def winners(
 
 
 def _winner_table(
-  keys: jax.Array, size: int, positions: jax.Array
+  keys: jax.Array, positions: jax.Array, size: int
 ) -> jax.Array:
   """Whether each position is the largest among those with its key (< size)."""
   table = (
@@ -240,7 +240,7 @@ def _sorted_search(
       group = jnp.searchsorted(
         sorted_target, target, side="left", method="scan"
       ).astype(jnp.int32)
-      return _winner_table(group, n, positions)
+      return _winner_table(group, positions, n)
 
     return _unless_unique(
       sorted_target, slots, rank_table, (sorted_target, target)
