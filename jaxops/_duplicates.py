@@ -73,9 +73,12 @@ class Strategy(NamedTuple):
 # Slots per tuple up to which the winner table beats the sorts, and bitmap
 # words (32 slots each) per tuple up to which the bitmap test beats the sort
 # it saves: 8 for any bitmap, 32 for one that stays in cache (measured on
-# CPU: docs/design.md#thresholds).
+# CPU: docs/design.md#thresholds). Tables beyond `TABLE_UNTESTED_SLOTS` go
+# behind the bitmap test: under `vmap` a table grows with the batch, and the
+# bitmap is 32 times smaller (docs/design.md#tried-scatter-rows).
 TABLE_SLOTS_PER_TUPLE = 16
 TABLE_MIN_SLOTS = 1 << 16
+TABLE_UNTESTED_SLOTS = 1 << 12
 BITMAP_WORDS_PER_TUPLE = 8
 BITMAP_MIN_WORDS = 1 << 16
 CACHED_BITMAP_WORDS_PER_TUPLE = 32
@@ -100,10 +103,9 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   if target_dtype is None:
     return Strategy(Search.COLUMNS)
   if slots <= TABLE_SLOTS_PER_TUPLE * n + TABLE_MIN_SLOTS:
-    # A table beyond the minimum costs more than a bitmap 32 times smaller.
     return Strategy(
       Search.TABLE,
-      RepeatTest.BITMAP if slots > TABLE_MIN_SLOTS else RepeatTest.NONE,
+      RepeatTest.BITMAP if slots > TABLE_UNTESTED_SLOTS else RepeatTest.NONE,
       target_dtype,
     )
   words = slots // 32 + 1

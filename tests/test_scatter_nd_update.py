@@ -508,6 +508,17 @@ def _update(strategy, **kwargs):
 CHOICES = [
   ((4, (7,)), dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32), None),
   (
+    (64, (64, 64)),
+    dup.Strategy(dup.Search.TABLE, dup.RepeatTest.NONE, I32),
+    None,
+  ),
+  # Beyond 2**12 slots the table is behind the bitmap test.
+  (
+    (8192, (256, 256)),
+    dup.Strategy(dup.Search.TABLE, dup.RepeatTest.BITMAP, I32),
+    None,
+  ),
+  (
     (16_384, (41, 4096)),
     dup.Strategy(dup.Search.TABLE, dup.RepeatTest.BITMAP, I32),
     None,
