@@ -302,6 +302,44 @@ class DonatedGrowth(Bar):
     return out
 
 
+def peer_bars(variants: tuple[str, ...] = ("jaxops",)) -> tuple[Bar, ...]:
+  """The peer bars every operator declares: at or ahead of the fastest peer
+  where a call takes more than 1 ms, within 1.5x on the IR examples."""
+  return (
+    VsPeers(
+      "forward at or ahead of the fastest peer (calls above 1 ms)",
+      variants,
+      min_s=1e-3,
+    ),
+    VsPeers(
+      "IR-example forward within 1.5x of the fastest peer",
+      variants,
+      at_most=1.5,
+      tiers=("ir",),
+    ),
+  )
+
+
+def vmap_bar(
+  equivalent: str, pairs: tuple[tuple[str, str], ...] | None = None
+) -> Ratio:
+  """`jax.vmap` of the operator within 1.25x of `equivalent`, the single
+  call that does the batched work (variant `batched`)."""
+  return Ratio(
+    f"vmap within 1.25x of {equivalent}",
+    pairs or (("jaxops", "batched"), ("jaxops.grad", "batched.grad")),
+    at_most=1.25,
+    tiers=("vmap",),
+  )
+
+
+FILL_VS_CLIP = Ratio(
+  "mode='fill' (default) within 1.15x of mode='clip'",
+  (("jaxops", "jaxops_clip"),),
+  at_most=1.15,
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
     prog="python -m bench.bars",

@@ -188,24 +188,8 @@ def cases(smoke: bool) -> list[Case]:
 
 
 BARS = (
-  bars.VsPeers(
-    "forward at or ahead of the fastest peer (calls above 1 ms)", min_s=1e-3
-  ),
-  bars.VsPeers(
-    "IR-example forward within 1.5x of the fastest peer",
-    at_most=1.5,
-    tiers=("ir",),
-  ),
-  bars.Ratio(
-    "mode='fill' (default) within 1.15x of mode='clip'",
-    (("jaxops", "jaxops_clip"),),
-    at_most=1.15,
-  ),
-  bars.Ratio(
-    "vmap within 1.25x of the equivalent batch_dims + 1 call",
-    (("jaxops", "batched"), ("jaxops.grad", "batched.grad")),
-    at_most=1.25,
-    tiers=("vmap",),
-  ),
+  *bars.peer_bars(),
+  bars.FILL_VS_CLIP,
+  bars.vmap_bar("the equivalent batch_dims + 1 call"),
   bars.Compile("compile under 2 s"),
 )

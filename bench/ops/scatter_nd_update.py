@@ -271,17 +271,7 @@ def cases(smoke: bool) -> list[Case]:
 _BOTH = ("jaxops", "jaxops.donated")
 
 BARS = (
-  bars.VsPeers(
-    "forward at or ahead of the fastest peer (calls above 1 ms)",
-    _BOTH,
-    min_s=1e-3,
-  ),
-  bars.VsPeers(
-    "IR-example forward within 1.5x of the fastest peer",
-    _BOTH,
-    at_most=1.5,
-    tiers=("ir",),
-  ),
+  *bars.peer_bars(_BOTH),
   bars.Ratio(
     "donated within 1.5x of PyTorch's in-place index_put_",
     (("jaxops.donated", "torch.inplace"),),
@@ -300,15 +290,13 @@ BARS = (
     at_most=1.25,
     unique_only=True,
   ),
-  bars.Ratio(
-    "vmap within 1.25x of the equivalent batched scatter",
+  bars.vmap_bar(
+    "the equivalent batched scatter",
     (
       ("jaxops", "batched"),
       ("jaxops.donated", "batched.donated"),
       ("jaxops.grad", "batched.grad"),
     ),
-    at_most=1.25,
-    tiers=("vmap",),
   ),
   bars.DonatedGrowth(
     "donated time grows with the number of updates, not the data size",

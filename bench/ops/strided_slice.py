@@ -233,19 +233,7 @@ def cases(smoke: bool) -> list[Case]:
 
 
 BARS = (
-  bars.VsPeers(
-    "forward at or ahead of the fastest peer (calls above 1 ms)", min_s=1e-3
-  ),
-  bars.VsPeers(
-    "IR-example forward within 1.5x of the fastest peer",
-    at_most=1.5,
-    tiers=("ir",),
-  ),
-  bars.Ratio(
-    "vmap within 1.25x of the same slice with a leading dim",
-    (("jaxops", "batched"), ("jaxops.grad", "batched.grad")),
-    at_most=1.25,
-    tiers=("vmap",),
-  ),
+  *bars.peer_bars(),
+  bars.vmap_bar("the same slice with a leading dim"),
   bars.Compile("compile under 2 s"),
 )
