@@ -3,9 +3,13 @@
 Each oracle runs one operator in a real runtime on NumPy inputs:
 
 * `openvino_cpu(make_node, inputs)`: a one-op model compiled on OpenVINO's CPU
-  plugin (2 threads, f32 inference precision forced, so f32 stays f32).
+  plugin (f32 inference precision forced, so f32 stays f32).
 * `onnxruntime(op_type, inputs, attrs, opset)`: a one-node ONNX model run by
   onnxruntime's CPU provider.
+
+Both run on `THREADS` (2) threads unless `threads=` says otherwise: tests of
+duplicate ScatterND tuples ask for 1, the only count on which the runtimes
+apply them in order (docs/semantics.md#duplicates).
 * `onnx_node_cases(op_type)`: the node test cases that ship inside the
   installed `onnx` package (`onnx.backend.test.case.node`).
 
@@ -26,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-_OV_CONFIG = {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"}
+# 2 threads, as the benchmark; 1 where the order of duplicate ScatterND
+# tuples matters (the runtimes keep it on one thread only:
+# docs/semantics.md#duplicates).
+THREADS = 2
+
+
+def _ov_config(threads: int) -> dict[str, Any]:
+  return {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
 
 
 @functools.cache
@@ -41,7 +52,9 @@ def _signature(inputs: Sequence[np.ndarray]) -> tuple:
 
 
 @functools.lru_cache(maxsize=512)
-def _ov_compiled(make_node: Callable, key: Any, signature: tuple):
+def _ov_compiled(
+  make_node: Callable, key: Any, signature: tuple, threads: int = THREADS
+):
   import openvino as ov
   import openvino.opset8 as opset
 
@@ -50,11 +63,14 @@ def _ov_compiled(make_node: Callable, key: Any, signature: tuple):
   ]
   node = make_node(*params)
   model = ov.Model([node], params)
-  return _ov_core().compile_model(model, "CPU", _OV_CONFIG)
+  return _ov_core().compile_model(model, "CPU", _ov_config(threads))
 
 
 def openvino_cpu(
-  make_node: Callable, inputs: Sequence[np.ndarray], key: Any = None
+  make_node: Callable,
+  inputs: Sequence[np.ndarray],
+  key: Any = None,
+  threads: int = THREADS,
 ) -> np.ndarray:
   """Runs `make_node(*parameters)` on OpenVINO's CPU plugin.
 
@@ -66,9 +82,10 @@ def openvino_cpu(
       `functools.partial` with hashable arguments.
     inputs: NumPy arrays; the parameters take their shapes and dtypes.
     key: extra cache key (hashable), for attributes not in `make_node`.
+    threads: the plugin's inference threads.
   """
   inputs = [np.asarray(a, order="C") for a in inputs]
-  compiled = _ov_compiled(make_node, key, _signature(inputs))
+  compiled = _ov_compiled(make_node, key, _signature(inputs), threads)
   return np.asarray(compiled(inputs)[0])
 
 
@@ -95,7 +112,7 @@ def openvino_cpu_many(
   if not outputs:
     return []
   model = ov.Model(outputs, params)
-  compiled = _ov_core().compile_model(model, "CPU", _OV_CONFIG)
+  compiled = _ov_core().compile_model(model, "CPU", _ov_config(THREADS))
   results = compiled(feeds)
   return [np.asarray(results[compiled.output(j)]) for j in range(len(outputs))]
 
@@ -129,7 +146,9 @@ def openvino_reference(
 
 
 @functools.lru_cache(maxsize=512)
-def _ort_session(op_type: str, attrs: tuple, opset: int, signature: tuple):
+def _ort_session(
+  op_type: str, attrs: tuple, opset: int, signature: tuple, threads: int
+):
   import onnxruntime as ort
   from onnx import helper
 
@@ -150,7 +169,7 @@ def _ort_session(op_type: str, attrs: tuple, opset: int, signature: tuple):
     graph, opset_imports=[helper.make_opsetid("", opset)]
   )
   options = ort.SessionOptions()
-  options.intra_op_num_threads = 2
+  options.intra_op_num_threads = threads
   options.inter_op_num_threads = 1
   return ort.InferenceSession(
     model.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -162,11 +181,13 @@ def onnxruntime(
   inputs: Sequence[np.ndarray],
   attrs: dict[str, Any] | None = None,
   opset: int = 18,
+  threads: int = THREADS,
 ) -> np.ndarray:
-  """Runs one ONNX node of `op_type` with `attrs` in onnxruntime."""
+  """Runs one ONNX node of `op_type` with `attrs` in onnxruntime's CPU
+  provider on `threads` intra-op threads."""
   inputs = [np.asarray(a, order="C") for a in inputs]
   attr_key = tuple(sorted((attrs or {}).items()))
-  session = _ort_session(op_type, attr_key, opset, _signature(inputs))
+  session = _ort_session(op_type, attr_key, opset, _signature(inputs), threads)
   feeds = {f"x{i}": a for i, a in enumerate(inputs)}
   return session.run(None, feeds)[0]
 
