@@ -25,6 +25,7 @@ from jax.test_util import check_grads
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support.asserts import assert_same
 
 # ---------------------------------------------------------------------------
@@ -258,10 +259,10 @@ def test_bad_call(name):
 @pytest.mark.parametrize("axis", range(-3, 3))
 def test_every_axis_with_negative_indices(axis):
   rng = np.random.default_rng(axis + 3)
-  data = gs.random_values(rng, (3, 4, 5), np.float32)
+  data = gen.random_values(rng, (3, 4, 5), np.float32)
   indices_shape = [3, 4, 5]
   indices_shape[axis] = 6
-  indices = gs.random_indices(rng, data.shape[axis], tuple(indices_shape))
+  indices = gen.random_indices(rng, data.shape[axis], tuple(indices_shape))
   assert (indices < 0).any() and (indices >= 0).any()
   expected = gs.np_gather_elements(data, indices, axis)
   assert_same(jaxops.gather_elements(data, indices, axis), expected)
@@ -297,8 +298,8 @@ SMALLER_INDICES = {
 def test_smaller_indices_dims(name):
   data_shape, indices_shape, axis = SMALLER_INDICES[name]
   rng = np.random.default_rng(5)
-  data = gs.random_values(rng, data_shape, np.float32)
-  indices = gs.random_indices(rng, data_shape[axis], indices_shape)
+  data = gen.random_values(rng, data_shape, np.float32)
+  indices = gen.random_indices(rng, data_shape[axis], indices_shape)
   expected = gs.np_gather_elements(data, indices, axis)
   assert (
     shapes.gather_elements(data_shape, indices_shape, axis) == indices_shape
@@ -324,8 +325,8 @@ def test_smaller_indices_dims(name):
 @pytest.mark.parametrize("dtype", gs.DATA_DTYPES, ids=gs.dtype_id)
 def test_data_dtypes(dtype):
   rng = np.random.default_rng(6)
-  data = gs.random_values(rng, (3, 4), dtype)
-  indices = gs.random_indices(rng, 4, (2, 5))
+  data = gen.random_values(rng, (3, 4), dtype)
+  indices = gen.random_indices(rng, 4, (2, 5))
   expected = gs.np_gather_elements(data, indices, 1)
   name = gs.dtype_id(dtype)
   assert_same(jaxops.gather_elements(data, indices, 1), expected, name)
@@ -548,7 +549,7 @@ VMAP_CONFIGS = {
 def test_vmap_equals_loop(name):
   data_shape, indices_shape, axis, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(7)
-  data = gs.random_values(rng, data_shape, np.float32)
+  data = gen.random_values(rng, data_shape, np.float32)
   n = (
     data_shape[in_axes[0]]
     if in_axes[0] is not None
@@ -559,7 +560,7 @@ def test_vmap_equals_loop(name):
     if in_axes[0] is None
     else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
   )
-  indices = gs.random_indices(rng, inner_data_shape[axis], indices_shape)
+  indices = gen.random_indices(rng, inner_data_shape[axis], indices_shape)
   fn = lambda d, i: jaxops.gather_elements(d, i, axis)
   expected = np.stack(
     [
@@ -594,7 +595,7 @@ def test_check_grads(name):
   data_shape, indices_shape, axis = GRAD_CONFIGS[name]
   rng = np.random.default_rng(8)
   data = rng.standard_normal(data_shape)
-  indices = gs.random_indices(rng, data_shape[axis], indices_shape)
+  indices = gen.random_indices(rng, data_shape[axis], indices_shape)
   check_grads(
     lambda d: jaxops.gather_elements(d, indices, axis),
     (data,),

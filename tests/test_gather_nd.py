@@ -23,6 +23,7 @@ from jax.test_util import check_grads
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support.asserts import assert_same
 
 # ---------------------------------------------------------------------------
@@ -332,8 +333,8 @@ def test_every_batch_dims_and_tuple_length(r, q, b, k):
   lead = data_shape[:b] + tuple(
     int(d) for d in rng.integers(1, 4, size=q - 1 - b)
   )
-  data = gs.random_values(rng, data_shape, np.float32)
-  indices = gs.random_indices(rng, data_shape[b : b + k], lead)
+  data = gen.random_values(rng, data_shape, np.float32)
+  indices = gen.random_indices(rng, data_shape[b : b + k], lead)
   expected = gs.np_gather_nd(data, indices, b)
   context = f"data {data_shape} indices {indices.shape} batch_dims={b}"
   # Eager only: jit runs the same lax.gather (covered by the other tests).
@@ -359,15 +360,15 @@ def test_negative_indices_count_from_the_end():
 @pytest.mark.parametrize("dtype", gs.DATA_DTYPES, ids=gs.dtype_id)
 def test_data_dtypes(dtype):
   rng = np.random.default_rng(1)
-  data = gs.random_values(rng, (3, 4, 2), dtype)
-  indices = gs.random_indices(rng, (3, 4), (5,))
+  data = gen.random_values(rng, (3, 4, 2), dtype)
+  indices = gen.random_indices(rng, (3, 4), (5,))
   expected = gs.np_gather_nd(data, indices)
   name = gs.dtype_id(dtype)
   assert_same(jaxops.gather_nd(data, indices), expected, name)
   assert_same(
     jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices), expected, name
   )
-  batched = gs.random_indices(rng, (4,), (3, 2))
+  batched = gen.random_indices(rng, (4,), (3, 2))
   assert_same(
     jaxops.gather_nd(data, batched, 1), gs.np_gather_nd(data, batched, 1), name
   )
@@ -378,7 +379,7 @@ def test_index_dtypes(index_dtype):
   rng = np.random.default_rng(2)
   # A dim of 300 > int8 max: negative int8 indices must be widened before
   # the wrap, or i + 300 overflows.
-  data = gs.random_values(rng, (300, 3), np.float32)
+  data = gen.random_values(rng, (300, 3), np.float32)
   signed = np.issubdtype(index_dtype, np.signedinteger)
   info = np.iinfo(index_dtype)
   top = min(300, int(info.max) + 1)
@@ -593,7 +594,7 @@ VMAP_CONFIGS = {
 def test_vmap_equals_loop(name):
   data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(3)
-  data = gs.random_values(rng, data_shape, np.float32)
+  data = gen.random_values(rng, data_shape, np.float32)
   n = (
     data_shape[in_axes[0]]
     if in_axes[0] is not None
@@ -612,7 +613,7 @@ def test_vmap_equals_loop(name):
     if in_axes[1] is None
     else tuple(d for j, d in enumerate(indices_shape[:-1]) if j != in_axes[1])
   )
-  indices = gs.random_indices(
+  indices = gen.random_indices(
     rng, inner_data_shape[b : b + k], (n,) + inner_lead
   )
   if in_axes[1] is None:
@@ -656,7 +657,7 @@ def test_check_grads(name):
   rng = np.random.default_rng(4)
   data = rng.standard_normal(data_shape)
   k = indices_shape[-1]
-  indices = gs.random_indices(rng, data_shape[b : b + k], indices_shape[:-1])
+  indices = gen.random_indices(rng, data_shape[b : b + k], indices_shape[:-1])
   check_grads(
     lambda d: jaxops.gather_nd(d, indices, b),
     (data,),

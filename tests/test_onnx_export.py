@@ -44,6 +44,7 @@ import pytest
 import jaxops
 from tests.conformance import test_scatter_nd_update_conformance as scatter
 from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support import processes
 from tests.support import strided_slice as ss
 from tests.support.asserts import assert_same
@@ -616,7 +617,7 @@ def _ss(data):
 
 def _indices(shape, sizes, seed=0):
   """Valid indices (negative ones included) of `shape`, for `sizes`."""
-  return gs.random_indices(np.random.default_rng(seed), sizes, shape, np.int32)
+  return gen.random_indices(np.random.default_rng(seed), sizes, shape, np.int32)
 
 
 _B = 3

@@ -52,7 +52,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxops
-from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support.asserts import assert_same
 
 DEVICES = 8
@@ -160,7 +160,7 @@ LAYOUTS = [
     _gather_nd(1),
     lambda r: (
       ints_as_floats(r, (16, 6, 5)),
-      gs.random_indices(r, (6,), (16, 3)),
+      gen.random_indices(r, (6,), (16, 3)),
     ),
     (P("x"), P("x")),
     P("x"),
@@ -170,7 +170,7 @@ LAYOUTS = [
     _gather_nd(2),
     lambda r: (
       ints_as_floats(r, (8, 4, 6, 3)),
-      gs.random_indices(r, (6,), (8, 4, 5)),
+      gen.random_indices(r, (6,), (8, 4, 5)),
     ),
     (P("batch", "model"), P("batch", "model")),
     P("batch", "model"),
@@ -181,7 +181,7 @@ LAYOUTS = [
     _gather_nd(1),
     lambda r: (
       ints_as_floats(r, (8, 6, 4)),
-      gs.random_indices(r, (6,), (8, 3)),
+      gen.random_indices(r, (6,), (8, 3)),
     ),
     (P("batch", None, "model"), P("batch")),
     P("batch", None, "model"),
@@ -190,7 +190,7 @@ LAYOUTS = [
   Layout(
     "gather_nd/table_sharded_on_slice_dim",
     _gather_nd(0),
-    lambda r: (ints_as_floats(r, (10, 16)), gs.random_indices(r, (10,), (7,))),
+    lambda r: (ints_as_floats(r, (10, 16)), gen.random_indices(r, (10,), (7,))),
     (P(None, "x"), P()),
     P(None, "x"),
   ),
@@ -199,7 +199,7 @@ LAYOUTS = [
     _gather_nd(0),
     lambda r: (
       ints_as_floats(r, (10, 3)),
-      gs.random_indices(r, (10,), (16, 2)),
+      gen.random_indices(r, (10,), (16, 2)),
     ),
     (P(), P("x")),
     P("x"),
@@ -208,7 +208,7 @@ LAYOUTS = [
   Layout(
     "gather_elements/axis1_sharded_dim0",
     _gather_elements(1),
-    lambda r: (ints_as_floats(r, (16, 6)), gs.random_indices(r, 6, (16, 9))),
+    lambda r: (ints_as_floats(r, (16, 6)), gen.random_indices(r, 6, (16, 9))),
     (P("x"), P("x")),
     P("x"),
   ),
@@ -217,7 +217,7 @@ LAYOUTS = [
     _gather_elements(0),
     lambda r: (
       ints_as_floats(r, (5, 4, 6)),
-      gs.random_indices(r, 5, (7, 4, 6)),
+      gen.random_indices(r, 5, (7, 4, 6)),
     ),
     (P(None, "batch", "model"), P(None, "batch", "model")),
     P(None, "batch", "model"),
@@ -314,7 +314,7 @@ LAYOUTS = [
   Layout(
     "gather_nd/table_sharded_on_indexed_dim",
     _gather_nd(0),
-    lambda r: (ints_as_floats(r, (16, 5)), gs.random_indices(r, (16,), (7,))),
+    lambda r: (ints_as_floats(r, (16, 5)), gen.random_indices(r, (16,), (7,))),
     (P("x"), P()),
     None,
     collectives=("all-reduce",),
@@ -322,7 +322,7 @@ LAYOUTS = [
   Layout(
     "gather_elements/sharded_on_axis",
     _gather_elements(0),
-    lambda r: (ints_as_floats(r, (16, 8)), gs.random_indices(r, 16, (5, 8))),
+    lambda r: (ints_as_floats(r, (16, 8)), gen.random_indices(r, 16, (5, 8))),
     (P("x"), P()),
     None,
     collectives=("all-reduce",),
@@ -456,7 +456,7 @@ SHARD_MAP_CASES = [
     _gather_nd(1),
     lambda r: (
       ints_as_floats(r, (16, 6, 5)),
-      gs.random_indices(r, (6,), (16, 3)),
+      gen.random_indices(r, (6,), (16, 3)),
     ),
     (P("x"), P("x")),
     P("x"),
@@ -465,7 +465,7 @@ SHARD_MAP_CASES = [
     "shard_map/gather_elements_axis1",
     _gather_elements(1),
     _gather_elements(1),
-    lambda r: (ints_as_floats(r, (16, 6)), gs.random_indices(r, 6, (16, 9))),
+    lambda r: (ints_as_floats(r, (16, 6)), gen.random_indices(r, 6, (16, 9))),
     (P("x"), P("x")),
     P("x"),
   ),
@@ -495,7 +495,7 @@ SHARD_MAP_CASES = [
     _gather_nd(0),
     lambda r: (
       ints_as_floats(r, (32, 5)),
-      gs.random_indices(r, (32,), (12,), negative=False),
+      gen.random_indices(r, (32,), (12,), negative=False),
     ),
     (P("x"), P()),
     P(),

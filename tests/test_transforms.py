@@ -18,6 +18,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxops
+from tests.support import generators as gen
 from tests.support.asserts import assert_same
 
 
@@ -37,17 +38,13 @@ def _floats(rng, shape):
   return rng.standard_normal(shape)
 
 
-def _indices(rng, sizes, lead_shape):
-  """Valid indices in [-s, s-1], negative ones included, as int64."""
-  sizes = np.asarray(sizes)
-  return rng.integers(-sizes, sizes, size=(*lead_shape, len(sizes)))
-
-
 def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims):
   b = batch_dims
 
   def make_args(rng):
-    idx = _indices(rng, data_shape[b : b + k], data_shape[:b] + lead_shape)
+    idx = gen.random_indices(
+      rng, data_shape[b : b + k], data_shape[:b] + lead_shape
+    )
     return _floats(rng, data_shape), idx
 
   return Case(
@@ -62,7 +59,7 @@ def _gather_elements_case(name, data_shape, indices_shape, axis):
 
   def make_args(rng):
     s = data_shape[axis]
-    return _floats(rng, data_shape), rng.integers(-s, s, size=indices_shape)
+    return _floats(rng, data_shape), gen.random_indices(rng, s, indices_shape)
 
   return Case(
     f"gather_elements_{name}",
@@ -76,15 +73,7 @@ def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
   sizes = data_shape[:k]
 
   def make_args(rng):
-    n = int(np.prod(lead_shape))
-    if unique:
-      flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
-      tuples = np.stack(np.unravel_index(flat, sizes), -1) - np.asarray(
-        sizes
-      ) * (rng.random((n, k)) < 0.5)  # half of them negative
-      idx = tuples.reshape(*lead_shape, k)
-    else:
-      idx = _indices(rng, sizes, lead_shape)
+    idx = gen.random_indices(rng, sizes, lead_shape, unique=unique)
     return (
       _floats(rng, data_shape),
       idx,

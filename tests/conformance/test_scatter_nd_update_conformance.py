@@ -25,6 +25,7 @@ import openvino.opset4 as ov4
 import pytest
 
 import jaxops
+from tests.support import generators as gen
 from tests.support import oracles
 from tests.support.asserts import assert_same
 
@@ -55,36 +56,17 @@ K0_SIGNATURES = [
 SEEDS_PER_SIGNATURE = 15
 
 
-def _values(rng, shape, dtype):
-  if dtype == np.float32:
-    return rng.standard_normal(shape).astype(dtype)
-  if dtype == np.bool_:
-    return rng.random(shape) < 0.5
-  info = np.iinfo(dtype)
-  return rng.integers(
-    max(info.min, -1000), min(info.max, 1000), size=shape
-  ).astype(dtype)
-
-
 def _case(signature, seed, *, unique=True):
   data_shape, lead, k, dtype, index_dtype = signature
   rng = np.random.default_rng([seed, k, len(data_shape), len(lead)])
-  sizes = np.asarray(data_shape[:k], np.int64)
-  n = int(np.prod(lead))
-  if k == 0:
-    tuples = np.zeros((n, 0), np.int64)
-  elif unique:
-    flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
-    tuples = np.stack(np.unravel_index(flat, tuple(sizes)), -1)
-    tuples = np.where(rng.random(tuples.shape) < 0.3, tuples - sizes, tuples)
-  else:
-    tuples = rng.integers(-sizes, sizes, size=(n, k))
-  indices = tuples.reshape(*lead, k).astype(index_dtype)
+  indices = gen.random_indices(
+    rng, data_shape[:k], lead, index_dtype, unique=unique
+  )
   updates_shape = tuple(lead) + tuple(data_shape[k:])
   return (
-    _values(rng, data_shape, dtype),
+    gen.random_values(rng, data_shape, dtype),
     indices,
-    _values(rng, updates_shape, dtype),
+    gen.random_values(rng, updates_shape, dtype),
   )
 
 

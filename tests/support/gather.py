@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.support.generators import random_indices, random_values
+
 # Every dtype JAX supports for data (x64 is on in the suite).
 DATA_DTYPES = (
   np.bool_,
@@ -92,48 +94,6 @@ def read_counts(reference, data_shape, *args) -> np.ndarray:
     .reshape(data_shape)
     .astype(np.float64)
   )
-
-
-def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
-  """Distinct-ish values of `dtype` that every dtype (and the OpenVINO CPU
-  plugin, which computes int64 as int32 and f64 as f32) represents exactly."""
-  dtype = np.dtype(dtype)
-  if dtype == np.bool_:
-    return rng.integers(0, 2, size=shape).astype(np.bool_)
-  if np.issubdtype(dtype, np.integer):
-    info = np.iinfo(dtype)
-    low, high = max(int(info.min), -100), min(int(info.max), 100)
-    return rng.integers(low, high + 1, size=shape).astype(dtype)
-  if np.issubdtype(dtype, np.complexfloating):
-    return (
-      rng.integers(-64, 64, size=shape) + 1j * rng.integers(-64, 64, size=shape)
-    ).astype(dtype)
-  # Small integers and halves are exact in float16/bfloat16/float32.
-  return (rng.integers(-256, 256, size=shape) / 2).astype(dtype)
-
-
-def random_indices(
-  rng: np.random.Generator,
-  sizes,
-  lead_shape,
-  dtype=np.int64,
-  negative: bool = True,
-) -> np.ndarray:
-  """Valid indices: `indices[..., j]` in [-s_j, s_j - 1] (or [0, s_j - 1]).
-
-  `sizes` is a tuple (one size per last-axis entry, GatherND) or an int (one
-  size for every element, GatherElements).
-  """
-  if np.ndim(sizes) == 0:
-    sizes_arr = np.full(lead_shape, sizes, dtype=np.int64)
-    shape = tuple(lead_shape)
-  else:
-    sizes_arr = np.asarray(sizes, dtype=np.int64)
-    shape = (*lead_shape, len(sizes_arr))
-  low = -sizes_arr if negative else np.zeros_like(sizes_arr)
-  if 0 in shape:
-    return np.zeros(shape, dtype)
-  return rng.integers(low, sizes_arr, size=shape).astype(dtype)
 
 
 @dataclasses.dataclass(frozen=True)

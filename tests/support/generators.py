@@ -1,0 +1,71 @@
+"""Seeded random inputs shared by every operator's tests: values every dtype
+(and the runtimes used as oracles) represent exactly, and valid indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+  """Distinct-ish values of `dtype` that every dtype (and the OpenVINO CPU
+  plugin, which computes int64 as int32 and f64 as f32) represents exactly."""
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_:
+    return rng.integers(0, 2, size=shape).astype(np.bool_)
+  if np.issubdtype(dtype, np.integer):
+    info = np.iinfo(dtype)
+    low, high = max(int(info.min), -100), min(int(info.max), 100)
+    return rng.integers(low, high + 1, size=shape).astype(dtype)
+  if np.issubdtype(dtype, np.complexfloating):
+    return (
+      rng.integers(-64, 64, size=shape) + 1j * rng.integers(-64, 64, size=shape)
+    ).astype(dtype)
+  # Small integers and halves are exact in float16/bfloat16/float32.
+  return (rng.integers(-256, 256, size=shape) / 2).astype(dtype)
+
+
+def random_indices(
+  rng: np.random.Generator,
+  sizes,
+  lead_shape,
+  dtype=np.int64,
+  negative: bool = True,
+  *,
+  unique: bool = False,
+) -> np.ndarray:
+  """Valid indices: `indices[..., j]` in [-s_j, s_j - 1] (or [0, s_j - 1]).
+
+  `sizes` is a tuple (one size per last-axis entry, GatherND and
+  ScatterNDUpdate: shape `lead_shape + (len(sizes),)`) or an int (one size
+  for every element, GatherElements: shape `lead_shape`). With `unique`, the
+  tuples are distinct (drawn without replacement; with `negative`, about 30%
+  of their components are then written as negative indices).
+  """
+  if np.ndim(sizes) == 0:
+    sizes_arr = np.full(lead_shape, sizes, dtype=np.int64)
+    shape = tuple(lead_shape)
+  else:
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    shape = (*lead_shape, len(sizes_arr))
+  if unique:
+    if np.ndim(sizes) == 0:
+      raise ValueError("unique indices need one size per tuple component")
+    return _unique_tuples(rng, sizes_arr, tuple(lead_shape), negative).astype(
+      dtype
+    )
+  low = -sizes_arr if negative else np.zeros_like(sizes_arr)
+  if 0 in shape:
+    return np.zeros(shape, dtype)
+  return rng.integers(low, sizes_arr, size=shape).astype(dtype)
+
+
+def _unique_tuples(rng, sizes, lead_shape, negative):
+  n, k = int(np.prod(lead_shape)), len(sizes)
+  if k == 0:
+    return np.zeros((*lead_shape, 0), np.int64)
+  flat = rng.choice(int(np.prod(sizes)), size=n, replace=False)
+  tuples = np.stack(np.unravel_index(flat, tuple(sizes)), -1)
+  if negative:
+    tuples = np.where(rng.random(tuples.shape) < 0.3, tuples - sizes, tuples)
+  return tuples.reshape(*lead_shape, k)
