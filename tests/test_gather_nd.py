@@ -24,6 +24,7 @@ import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
 from tests.support import generators as gen
+from tests.support import rejections
 from tests.support.asserts import assert_same
 
 # ---------------------------------------------------------------------------
@@ -111,6 +112,7 @@ def test_ir_layer_example_shapes(name):
 # Bad inputs: (data shape, indices shape, batch_dims, exception, regex). Each
 # runs through the shape rule and through the operator (via eval_shape).
 
+OP = "GatherND-8"
 BAD_SHAPES = {
   "data_rank0": (
     (),
@@ -214,22 +216,27 @@ BAD_SHAPES = {
 }
 
 
+def _rejected(name, **checked):
+  data_shape, indices_shape, batch_dims, exc, regex = BAD_SHAPES[name]
+  rejections.assert_rejected(
+    OP,
+    exc,
+    regex,
+    arrays=((data_shape, np.float32), (indices_shape, np.int32)),
+    attrs={"batch_dims": batch_dims},
+    **checked,
+  )
+
+
 @pytest.mark.parametrize("name", BAD_SHAPES)
 def test_shape_rule_rejects(name):
-  data_shape, indices_shape, batch_dims, exc, regex = BAD_SHAPES[name]
-  with pytest.raises(exc, match="^GatherND-8: " + regex):
-    shapes.gather_nd(data_shape, indices_shape, batch_dims)
+  _rejected(name, shape_rule=shapes.gather_nd)
 
 
+# No array has a negative dim.
 @pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
 def test_operator_rejects(name):
-  data_shape, indices_shape, batch_dims, exc, regex = BAD_SHAPES[name]
-  with pytest.raises(exc, match="^GatherND-8: " + regex):
-    jax.eval_shape(
-      lambda d, i: jaxops.gather_nd(d, i, batch_dims),
-      jax.ShapeDtypeStruct(data_shape, jnp.float32),
-      jax.ShapeDtypeStruct(indices_shape, jnp.int32),
-    )
+  _rejected(name, operator=jaxops.gather_nd)
 
 
 BAD_CALLS = {
@@ -303,8 +310,7 @@ BAD_CALLS = {
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
   call, exc, regex = BAD_CALLS[name]
-  with pytest.raises(exc, match="^GatherND-8: " + regex):
-    call()
+  rejections.assert_op_error(OP, exc, "^" + regex, call)
 
 
 # ---------------------------------------------------------------------------

@@ -622,87 +622,73 @@ def _indices(shape, sizes, seed=0):
 
 _B = 3
 # (name, function, arguments, exact census or None for "one operator node")
-VMAP_CASES = [
-  (
-    "gather_nd_both",
+VMAP_CASES = {
+  "gather_nd_both": (
     jax.vmap(_gnd()),
     (_data((_B, 3, 4)), _indices((_B, 2), (3, 4))),
     {"Cast": 1, "GatherND": 1},
   ),
-  (
-    "gather_nd_both_batch_dims_1",
+  "gather_nd_both_batch_dims_1": (
     jax.vmap(_gnd(1)),
     (_data((_B, 2, 3, 4)), _indices((_B, 2, 5), (3,))),
     {"Cast": 1, "GatherND": 1},
   ),
-  (
-    "gather_nd_nested",
+  "gather_nd_nested": (
     jax.vmap(jax.vmap(_gnd())),
     (_data((_B, 2, 3, 4)), _indices((_B, 2, 5), (3,))),
     {"Cast": 1, "GatherND": 1},
   ),
-  (
-    "gather_nd_indices_only",
+  "gather_nd_indices_only": (
     jax.vmap(_gnd(), in_axes=(None, 0)),
     (_data((3, 4)), _indices((_B, 2), (3, 4))),
     {"Cast": 1, "GatherND": 1},
   ),
-  (
-    "gather_nd_indices_only_batch_dims_1",
+  "gather_nd_indices_only_batch_dims_1": (
     jax.vmap(_gnd(1), in_axes=(None, 0)),
     (_data((2, 3, 4)), _indices((_B, 2, 5), (3,))),
     None,
   ),
-  (
-    "gather_nd_data_only",
+  "gather_nd_data_only": (
     jax.vmap(_gnd(), in_axes=(0, None)),
     (_data((_B, 3, 4)), _indices((2,), (3,))),
     None,
   ),
-  (
-    "gather_nd_axis_1",
+  "gather_nd_axis_1": (
     jax.vmap(_gnd(), in_axes=(1, 2)),
     (_data((3, _B, 4)), np.moveaxis(_indices((_B, 2, 5), (3,)), 0, 2)),
     None,
   ),
-  (
-    "gather_elements_both",
+  "gather_elements_both": (
     jax.vmap(_ge(0)),
     (_data((_B, 3, 4)), _indices((_B, 5, 4), 3)),
     {"GatherElements": 1},
   ),
-  (
-    "gather_elements_indices_only",
+  "gather_elements_indices_only": (
     jax.vmap(_ge(0), in_axes=(None, 0)),
     (_data((3, 4)), _indices((_B, 2, 4), 3)),
     None,
   ),
-  (
-    "gather_elements_data_only",
+  "gather_elements_data_only": (
     jax.vmap(_ge(-1), in_axes=(0, None)),
     (_data((_B, 2, 3)), _indices((2, 6), 3)),
     None,
   ),
-  (
-    "scatter_same_tuples",
+  "scatter_same_tuples": (
     jax.vmap(_snu, in_axes=(0, None, 0)),
     (_data((_B, 3, 4)), np.array([[1, -1], [0, 2]], np.int32), -_data((_B, 2))),
     None,
   ),
-  (
-    "scatter_data_only",
+  "scatter_data_only": (
     jax.vmap(_snu, in_axes=(0, None, None)),
     (_data((_B, 3, 4)), np.array([[1], [-3]], np.int32), -_data((2, 4))),
     None,
   ),
-  (
-    "scatter_updates_only",
+  "scatter_updates_only": (
     jax.vmap(_snu, in_axes=(None, None, 0)),
     (_data((3, 4)), np.array([[1], [-3]], np.int32), -_data((_B, 2, 4))),
     None,
   ),
-  (
-    "scatter_all",
+  "scatter_all": (
     jax.vmap(_snu),
     (
       _data((_B, 3, 4)),
@@ -711,8 +697,7 @@ VMAP_CASES = [
     ),
     None,
   ),
-  (
-    "scatter_duplicates_per_position",
+  "scatter_duplicates_per_position": (
     jax.vmap(_snu, in_axes=(None, 0, 0)),
     (
       _data((3, 4)),
@@ -721,26 +706,23 @@ VMAP_CASES = [
     ),
     None,
   ),
-  (
-    "strided_slice",
+  "strided_slice": (
     jax.vmap(_ss),
     (_data((_B, 4, 5, 3)),),
     {"Slice": 1, "Reshape": 1},
   ),
-  (
-    "strided_slice_axis_2",
+  "strided_slice_axis_2": (
     jax.vmap(_ss, in_axes=2),
     (_data((4, 5, _B, 3)),),
     None,
   ),
-]
+}
 
 
 @requires_extra
-@pytest.mark.parametrize(
-  "name, fn, args, want", VMAP_CASES, ids=[case[0] for case in VMAP_CASES]
-)
-def test_vmap_exports(name, fn, args, want):
+@pytest.mark.parametrize("name", VMAP_CASES)
+def test_vmap_exports(name):
+  fn, args, want = VMAP_CASES[name]
   threads = 1 if "duplicates" in name else 2
   exported = _round_trip(fn, *args, threads=threads)
   counts = census(exported.model)
@@ -881,33 +863,28 @@ def test_import_jaxops_imports_no_exporter():
 
 _SYMBOLIC_X = np.arange(60, dtype=np.float32).reshape(5, 4, 3)
 _SYMBOLIC_I = np.array([[1], [-1], [0], [3], [-4]], np.int32)
-SYMBOLIC_CASES = [
-  (
-    "gather_nd_batch_dims_1",
+SYMBOLIC_CASES = {
+  "gather_nd_batch_dims_1": (
     lambda x, i: jaxops.gather_nd(x, i, 1),
     [("B", 4, 3), ("B", 1)],
     (_SYMBOLIC_X, _SYMBOLIC_I),
   ),
-  (
-    "gather_elements",
+  "gather_elements": (
     lambda x, i: jaxops.gather_elements(x, i[:, :, None], axis=1),
     [("B", 4, 1), ("B", 1)],
     (_SYMBOLIC_X[..., :1], _SYMBOLIC_I),
   ),
-  (
-    "scatter_nd_update_tuples",
+  "scatter_nd_update_tuples": (
     lambda x, i, u: jaxops.scatter_nd_update(x, i, u),
     [(4, 3), ("N", 1), ("N", 3)],
     (_SYMBOLIC_X[0], _SYMBOLIC_I[:3], -_SYMBOLIC_X[:3, 0]),
   ),
-  (
-    "vmap_scatter_nd_update",
+  "vmap_scatter_nd_update": (
     jax.vmap(_snu),
     [("B", 4, 3), ("B", 1), ("B", 3)],
     (_SYMBOLIC_X, _SYMBOLIC_I, -_SYMBOLIC_X[:, 0]),
   ),
-  (
-    "strided_slice",
+  "strided_slice": (
     lambda x: jaxops.strided_slice(
       x,
       [0, -1, 1],
@@ -920,16 +897,13 @@ SYMBOLIC_CASES = [
     [("B", 4, 3)],
     (_SYMBOLIC_X,),
   ),
-]
+}
 
 
 @requires_extra
-@pytest.mark.parametrize(
-  "name, fn, shapes, args",
-  SYMBOLIC_CASES,
-  ids=[case[0] for case in SYMBOLIC_CASES],
-)
-def test_symbolic_dims_pass_through(name, fn, shapes, args):
+@pytest.mark.parametrize("name", SYMBOLIC_CASES)
+def test_symbolic_dims_pass_through(name):
+  fn, shapes, args = SYMBOLIC_CASES[name]
   specs = [
     jax.ShapeDtypeStruct(shape, np.asarray(arg).dtype)
     for shape, arg in zip(shapes, args)

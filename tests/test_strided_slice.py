@@ -21,6 +21,7 @@ from jax.test_util import check_grads
 
 import jaxops
 from jaxops import shapes
+from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.strided_slice import SPEC_EXAMPLES, Spec
 
@@ -214,7 +215,7 @@ BAD_INPUTS = {
     ([0, 0], [2, 2], [1, 0]),
     {},
     ValueError,
-    r"StridedSlice-1: strides\[1\]=0: a stride must be nonzero",
+    r"^strides\[1\]=0: a stride must be nonzero",
   ),
   "two_ellipses": (
     (4, 3),
@@ -345,12 +346,15 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_input_raises_with_message(name):
   shape, args, kwargs, exc, pattern = BAD_INPUTS[name]
-  with pytest.raises(exc, match=pattern):
-    ss(np.zeros(shape, np.float32), *args, **kwargs)
-  with pytest.raises(exc, match=pattern):
-    shapes.strided_slice(shape, *args, **kwargs)
-  with pytest.raises(exc, match=pattern):
-    jax.jit(lambda x: ss(x, *args, **kwargs))(np.zeros(shape, np.float32))
+  rejections.assert_rejected(
+    "StridedSlice-1",
+    exc,
+    pattern,
+    operator=ss,
+    shape_rule=shapes.strided_slice,
+    arrays=((shape, np.float32),),
+    attrs=dict(zip(("begin", "end", "strides"), args)) | kwargs,
+  )
 
 
 @pytest.mark.parametrize("argnum", [1, 2, 3])
