@@ -21,6 +21,8 @@ import hypothesis
 import jax
 import pytest
 
+from tests.support import modes
+
 MODES = ("x32", "x64")
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -81,9 +83,5 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def jax_mode(request):
   """The x64 mode of this test run: "x32", "x64", or None (not switched)."""
-  mode = getattr(request, "param", None)
-  if mode is None:
-    yield None
-    return
-  with jax.enable_x64(mode == "x64"):
+  with modes.x64_mode(getattr(request, "param", None)) as mode:
     yield mode

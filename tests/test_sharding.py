@@ -53,6 +53,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxops
 from tests.support import generators as gen
+from tests.support import modes
 from tests.support.asserts import assert_same
 
 DEVICES = 8
@@ -538,11 +539,7 @@ def jax_mode(request):
   case in one mode together, where its cached run is made and used (under
   pytest-xdist, mostly on one worker).
   """
-  mode = getattr(request, "param", None)
-  if mode is None:
-    yield None
-    return
-  with jax.enable_x64(mode == "x64"):
+  with modes.x64_mode(getattr(request, "param", None)) as mode:
     yield mode
 
 

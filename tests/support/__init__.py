@@ -12,4 +12,6 @@ Imported one way: `from tests.support import gather as gs`,
 * `strided_slice`: StridedSlice spec examples and random specs.
 * `oracles`: the OpenVINO CPU, OpenVINO reference and onnxruntime oracles.
 * `processes`: run-once-per-session subprocesses under pytest-xdist.
+* `modes`: the x64 switch behind the `jax_mode` fixtures.
+* `rejections`: the bad-input driver every operator's table feeds.
 """
