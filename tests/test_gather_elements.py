@@ -328,13 +328,13 @@ def test_smaller_indices_dims(name):
 # Dtypes.
 
 
-@pytest.mark.parametrize("dtype", gs.DATA_DTYPES, ids=gs.dtype_id)
+@pytest.mark.parametrize("dtype", gen.DATA_DTYPES, ids=gen.dtype_id)
 def test_data_dtypes(dtype):
   rng = np.random.default_rng(6)
   data = gen.random_values(rng, (3, 4), dtype)
   indices = gen.random_indices(rng, 4, (2, 5))
   expected = gs.np_gather_elements(data, indices, 1)
-  name = gs.dtype_id(dtype)
+  name = gen.dtype_id(dtype)
   assert_same(jaxops.gather_elements(data, indices, 1), expected, name)
   assert_same(
     jax.jit(jaxops.gather_elements, static_argnums=2)(
@@ -345,7 +345,7 @@ def test_data_dtypes(dtype):
   )
 
 
-@pytest.mark.parametrize("index_dtype", gs.INDEX_DTYPES, ids=gs.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
 def test_index_dtypes(index_dtype):
   # An axis of 300 > int8 max: negative int8 indices must be widened before
   # the wrap, or i + 300 overflows.

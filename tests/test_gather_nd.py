@@ -363,13 +363,13 @@ def test_negative_indices_count_from_the_end():
 # Dtypes.
 
 
-@pytest.mark.parametrize("dtype", gs.DATA_DTYPES, ids=gs.dtype_id)
+@pytest.mark.parametrize("dtype", gen.DATA_DTYPES, ids=gen.dtype_id)
 def test_data_dtypes(dtype):
   rng = np.random.default_rng(1)
   data = gen.random_values(rng, (3, 4, 2), dtype)
   indices = gen.random_indices(rng, (3, 4), (5,))
   expected = gs.np_gather_nd(data, indices)
-  name = gs.dtype_id(dtype)
+  name = gen.dtype_id(dtype)
   assert_same(jaxops.gather_nd(data, indices), expected, name)
   assert_same(
     jax.jit(jaxops.gather_nd)(jnp.asarray(data), indices), expected, name
@@ -380,7 +380,7 @@ def test_data_dtypes(dtype):
   )
 
 
-@pytest.mark.parametrize("index_dtype", gs.INDEX_DTYPES, ids=gs.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
 def test_index_dtypes(index_dtype):
   rng = np.random.default_rng(2)
   # A dim of 300 > int8 max: negative int8 indices must be widened before

@@ -55,20 +55,6 @@ requires_extra = pytest.mark.skipif(
   "Python >= 3.11",
 )
 
-ORACLE_DTYPES = (
-  np.float32,
-  np.float16,
-  np.float64,
-  np.int8,
-  np.uint8,
-  np.int16,
-  np.uint16,
-  np.int32,
-  np.uint32,
-  np.int64,
-  np.uint64,
-  np.bool_,
-)
 CHUNK = 40
 _OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
@@ -240,7 +226,7 @@ def _gather_nd_cases(seeds):
   # Empty tuples (k == 0) in one seed in 8, as in the conformance tests.
   return [
     gs.random_gather_nd_case(
-      seed, dtypes=ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
+      seed, dtypes=gen.ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
     )
     for seed in seeds
   ]
@@ -248,7 +234,8 @@ def _gather_nd_cases(seeds):
 
 def _gather_elements_cases(seeds):
   return [
-    gs.random_gather_elements_case(seed, dtypes=ORACLE_DTYPES) for seed in seeds
+    gs.random_gather_elements_case(seed, dtypes=gen.ORACLE_DTYPES)
+    for seed in seeds
   ]
 
 
@@ -467,20 +454,8 @@ def _attributes(model, op_type: str) -> list[dict[str, Any]]:
   ]
 
 
-_INDEX_DTYPES = [
-  np.int8,
-  np.int16,
-  np.int32,
-  np.int64,
-  np.uint8,
-  np.uint16,
-  np.uint32,
-  np.uint64,
-]
-
-
 @requires_extra
-@pytest.mark.parametrize("index_dtype", _INDEX_DTYPES, ids=gs.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
 def test_index_dtypes_cast_only_where_the_node_needs_it(index_dtype):
   """GatherND and ScatterND take int64 only (onnxruntime); GatherElements
   takes int32 and int64 as they are. 64-bit indices are int32 in a model

@@ -20,6 +20,7 @@ from jax.test_util import check_grads
 import jaxops
 from jaxops import _duplicates as dup
 from jaxops import shapes
+from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.scatter import np_scatter_nd_update, random_case
@@ -262,26 +263,7 @@ def test_matches_in_order_reference(data_shape, lead, k, unique):
       assert_same(_JITTED_UNIQUE(data, indices, updates), np.asarray(out))
 
 
-DTYPES = [
-  np.bool_,
-  np.int8,
-  np.uint8,
-  np.int16,
-  np.uint16,
-  np.int32,
-  np.uint32,
-  np.int64,
-  np.uint64,
-  jnp.bfloat16,
-  np.float16,
-  np.float32,
-  np.float64,
-  np.complex64,
-  np.complex128,
-]
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", gen.DATA_DTYPES, ids=gen.dtype_id)
 def test_every_data_dtype(dtype):
   rng = np.random.default_rng(3)
   data = rng.integers(0, 100, size=(5, 4)).astype(dtype)

@@ -21,6 +21,7 @@ from jax.test_util import check_grads
 
 import jaxops
 from jaxops import shapes
+from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.strided_slice import SPEC_EXAMPLES, Spec
@@ -405,26 +406,8 @@ def test_zero_stride_is_ignored_where_the_stride_is():
 # ---------------------------------------------------------------------------
 # dtypes and zero-size inputs.
 
-DTYPES = [
-  np.bool_,
-  np.int8,
-  np.uint8,
-  np.int16,
-  np.uint16,
-  np.int32,
-  np.uint32,
-  np.int64,
-  np.uint64,
-  jnp.bfloat16,
-  np.float16,
-  np.float32,
-  np.float64,
-  np.complex64,
-  np.complex128,
-]
 
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", gen.DATA_DTYPES, ids=gen.dtype_id)
 def test_dtypes(dtype):
   x = (np.arange(60).reshape(3, 4, 5) % 7).astype(dtype)
   assert_same(

@@ -25,23 +25,10 @@ import pytest
 
 import jaxops
 from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support import oracles
 from tests.support.asserts import assert_same
 
-ORACLE_DTYPES = (
-  np.float32,
-  np.float16,
-  np.float64,
-  np.int8,
-  np.uint8,
-  np.int16,
-  np.uint16,
-  np.int32,
-  np.uint32,
-  np.int64,
-  np.uint64,
-  np.bool_,
-)
 NUM_CASES = 320
 CHUNK = 40
 
@@ -77,7 +64,7 @@ def test_random_cases_match_runtimes(chunk):
   # check them, and uniform k would make them a third of all cases.
   cases = [
     gs.random_gather_nd_case(
-      seed, dtypes=ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
+      seed, dtypes=gen.ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
     )
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
   ]

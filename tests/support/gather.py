@@ -12,45 +12,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from tests.support.generators import random_indices, random_values
-
-# Every dtype JAX supports for data (x64 is on in the suite).
-DATA_DTYPES = (
-  np.bool_,
-  np.int8,
-  np.int16,
-  np.int32,
-  np.int64,
-  np.uint8,
-  np.uint16,
-  np.uint32,
-  np.uint64,
-  np.float16,
-  jnp.bfloat16,
-  np.float32,
-  np.float64,
-  np.complex64,
-  np.complex128,
-)
-# Every integer dtype accepted for indices.
-INDEX_DTYPES = (
-  np.int8,
-  np.int16,
-  np.int32,
-  np.int64,
-  np.uint8,
-  np.uint16,
-  np.uint32,
-  np.uint64,
-)
-
-
-def dtype_id(dtype: Any) -> str:
-  return np.dtype(dtype).name
 
 
 def np_gather_nd(

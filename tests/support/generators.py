@@ -4,7 +4,61 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax.numpy as jnp
 import numpy as np
+
+# Every dtype JAX supports for data (the 64-bit ones need x64 to stay 64-bit).
+DATA_DTYPES = (
+  np.bool_,
+  np.int8,
+  np.int16,
+  np.int32,
+  np.int64,
+  np.uint8,
+  np.uint16,
+  np.uint32,
+  np.uint64,
+  np.float16,
+  jnp.bfloat16,
+  np.float32,
+  np.float64,
+  np.complex64,
+  np.complex128,
+)
+# Every integer dtype accepted for indices.
+INDEX_DTYPES = (
+  np.int8,
+  np.int16,
+  np.int32,
+  np.int64,
+  np.uint8,
+  np.uint16,
+  np.uint32,
+  np.uint64,
+)
+
+
+def dtype_id(dtype: Any) -> str:
+  return np.dtype(dtype).name
+
+
+# The data dtypes OpenVINO and onnxruntime take for these operators.
+ORACLE_DTYPES = (
+  np.float32,
+  np.float16,
+  np.float64,
+  np.int8,
+  np.uint8,
+  np.int16,
+  np.uint16,
+  np.int32,
+  np.uint32,
+  np.int64,
+  np.uint64,
+  np.bool_,
+)
 
 
 def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
