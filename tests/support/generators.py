@@ -9,24 +9,6 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-# Every dtype JAX supports for data (the 64-bit ones need x64 to stay 64-bit).
-DATA_DTYPES = (
-  np.bool_,
-  np.int8,
-  np.int16,
-  np.int32,
-  np.int64,
-  np.uint8,
-  np.uint16,
-  np.uint32,
-  np.uint64,
-  np.float16,
-  jnp.bfloat16,
-  np.float32,
-  np.float64,
-  np.complex64,
-  np.complex128,
-)
 # Every integer dtype accepted for indices.
 INDEX_DTYPES = (
   np.int8,
@@ -37,6 +19,17 @@ INDEX_DTYPES = (
   np.uint16,
   np.uint32,
   np.uint64,
+)
+# Every dtype JAX supports for data (the 64-bit ones need x64 to stay 64-bit).
+DATA_DTYPES = (
+  np.bool_,
+  *INDEX_DTYPES,
+  np.float16,
+  jnp.bfloat16,
+  np.float32,
+  np.float64,
+  np.complex64,
+  np.complex128,
 )
 
 
