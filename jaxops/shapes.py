@@ -3,7 +3,8 @@
 Each function takes the input shapes and static attributes of one operator and
 returns its output shape, raising the same ValueError/TypeError the operator
 raises at trace time. No arrays are needed, so converter authors can run
-OpenVINO/ONNX shape inference with them.
+OpenVINO/ONNX shape inference with them. The rules, and where they differ
+from the spec texts: docs/semantics.md.
 
 >>> from jaxops import shapes
 >>> shapes.gather_nd((30, 2, 100, 35), (30, 2, 3, 1), batch_dims=2)
