@@ -5,28 +5,31 @@ collapsed with slice size 1. In `mode="fill"` an out-of-range tuple reads
 `fill_value` (docs/semantics.md#gather-modes). XLA's fill mode selects the
 fill value over the whole output, and XLA:CPU fuses that select with the
 gather into one loop that redoes the index wrap and the bounds test for every
-output element. So on CPU, when a tuple reads more than one element, the
-gather reads the fill value itself (docs/design.md#lowering-fill):
+output element. So on CPU (docs/design.md#lowering-fill) the per-tuple work
+is written once, on whole `(..., k)` index arrays (`_rows`):
 
-* per tuple, `which` is 0 for an in-range tuple and at least 1 otherwise (the
-  largest quotient of a component, read as unsigned, by its dim's size) and
-  `row` the linear index of the indexed dims: reductions over the
-  components, which XLA:CPU computes once per tuple;
-* the operand is `data`, its indexed dims merged into one, stacked with a
-  block of fill values along a new dim of size 2, read at `(which, row)` in
-  clip mode (`which` clamps to 1, the fill block). XLA fuses the stack into
-  the gather's reads: nothing of data's size is copied.
+* `out_of_range`, 0 for an in-range tuple and at least 1 otherwise (the
+  largest quotient of a component, read as unsigned, by its dim's size), and
+  `row`, the linear index of the indexed dims, which are merged into one;
+* a tuple that reads more than one element reads `data` stacked with a block
+  of fill values along a new dim of size 2 at `(out_of_range, row)` in clip
+  mode (`out_of_range` clamps to 1, the fill block). XLA fuses the stack into
+  the gather's reads: nothing of data's size is copied, and the output is
+  written once with no select over it;
+* a tuple that reads one element reads `data` at `row` in clip mode, and a
+  select puts the fill value where `out_of_range` is not 0: one loop with a
+  single-component gather, faster than XLA's own clip mode on the batched
+  element gathers of `vmap`.
 
-When each tuple reads one element, XLA's fill mode is a single fused loop
-already and is kept, as on the other backends and for every tangent (its
-transpose scatter-adds into zeros of data's shape; the stacked operand's
-would be twice that).
+Other backends and every tangent keep XLA's fill mode (its transpose
+scatter-adds into zeros of data's shape; the stacked operand's would be
+twice that).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,19 +61,15 @@ def gather(
     else n
     for d, n in enumerate(data.shape)
   )
-  if (
-    mode != FILL
-    or tangent
-    or not dnums.start_index_map
-    or not _stacks(data, dnums)
-  ):
+  if mode != FILL or tangent or not dnums.start_index_map:
     return lax.gather(
       data, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value
     )
+  cpu_gather = _stacked_gather if _stacks(data, dnums) else _element_gather
   return lax.platform_dependent(
     data,
     indices,
-    cpu=lambda data, indices: _stacked_gather(data, indices, dnums, fill_value),
+    cpu=lambda data, indices: cpu_gather(data, indices, dnums, fill_value),
     default=lambda data, indices: lax.gather(
       data, indices, dnums, slice_sizes, mode=FILL, fill_value=fill_value
     ),
@@ -78,10 +77,10 @@ def gather(
 
 
 def _stacks(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> bool:
-  """Whether the stacked gather beats XLA's fill mode on CPU: when a tuple
-  reads more than one element, which XLA's select would redo the per-tuple
-  work for. When each reads one, XLA's fill mode is one fused loop already
-  and was faster (docs/design.md#tried-gather-modes)."""
+  """Whether a tuple reads more than one element, where a select over the
+  output would redo the per-tuple work for each of them; for one element per
+  tuple the stacked operand was slower than a gather and a select
+  (docs/design.md#tried-gather-modes)."""
   return _slice_elements(data, dnums) > 1
 
 
@@ -93,6 +92,79 @@ def _slice_elements(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> int:
   )
 
 
+class _Rows(NamedTuple):
+  """A gather's indexed dims read through one linear row per tuple."""
+
+  data: jax.Array
+  """`data` with the k indexed dims merged into one (when the row fits the
+  index type; otherwise as it was)."""
+  starts: jax.Array
+  """(..., 1) unsigned rows, or the k unsigned components as they were."""
+  dnums: lax.GatherDimensionNumbers
+  """The gather of `index` from `data`."""
+  out_of_range: jax.Array
+  """Per tuple, 0 when every component is in range, at least 1 otherwise
+  (unsigned)."""
+
+
+def _rows(
+  data: jax.Array, indices: jax.Array, dnums: lax.GatherDimensionNumbers
+) -> _Rows:
+  """Per tuple the bounds test and the linear row of its indexed dims.
+
+  Both are written on whole `(..., k)` arrays against constant vectors of
+  the sizes and strides: XLA:CPU turns per-component slices of the indices
+  into strided scalar code in the gather's loop, which doubled the time of
+  large element gathers (docs/design.md#tried-gather-modes).
+  """
+  dims = dnums.start_index_map
+  first, k = dims[0], len(dims)
+  assert dims == tuple(range(first, first + k)), dims
+  assert dnums.collapsed_slice_dims == dims, dnums
+  sizes = data.shape[first : first + k]
+  unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
+  # Read as unsigned, a negative (already wrapped) index is huge, so one
+  # division by a constant per component (a multiply and shifts once
+  # compiled) is the whole bounds test: the quotient is 0 iff in range.
+  u = (
+    lax.bitcast_convert_type(indices, unsigned)
+    if jnp.issubdtype(indices.dtype, jnp.signedinteger)
+    else indices
+  )
+  lead = (1,) * (u.ndim - 1)
+  sizes_arr = np.asarray(sizes, unsigned).reshape(lead + (k,))
+  out_of_range = jnp.max(u // sizes_arr, axis=-1)
+  slots = math.prod(sizes)
+  if k == 1 or slots > jnp.iinfo(unsigned).max:
+    return _Rows(data, u, dnums, out_of_range)
+  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].astype(unsigned)
+  rows = jnp.sum(u * strides.reshape(lead + (k,)), axis=-1, dtype=unsigned)
+  shift = 1 - k
+  merged = lax.GatherDimensionNumbers(
+    offset_dims=dnums.offset_dims,
+    collapsed_slice_dims=(first,),
+    start_index_map=(first,),
+    operand_batching_dims=tuple(
+      d if d < first else d + shift for d in dnums.operand_batching_dims
+    ),
+    start_indices_batching_dims=dnums.start_indices_batching_dims,
+  )
+  data = data.reshape(data.shape[:first] + (slots,) + data.shape[first + k :])
+  return _Rows(data, rows[..., None], merged, out_of_range)
+
+
+def _slice_sizes(
+  shape: tuple[int, ...], dnums: lax.GatherDimensionNumbers
+) -> tuple[int, ...]:
+  """1 in the collapsed and batching dims, the full size elsewhere."""
+  return tuple(
+    1
+    if d in dnums.collapsed_slice_dims or d in dnums.operand_batching_dims
+    else n
+    for d, n in enumerate(shape)
+  )
+
+
 def _stacked_gather(
   data: jax.Array,
   indices: jax.Array,
@@ -100,72 +172,50 @@ def _stacked_gather(
   fill_value: Any,
 ) -> jax.Array:
   """The fill-mode gather as one clip-mode gather of (data | fill block)."""
-  dims = dnums.start_index_map
-  first, k = dims[0], len(dims)
-  assert dims == tuple(range(first, first + k)), dims
-  assert dnums.collapsed_slice_dims == dims, dnums
-  sizes = data.shape[first : first + k]
-  unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
-  u = (
-    lax.bitcast_convert_type(indices, unsigned)
-    if (jnp.issubdtype(indices.dtype, jnp.signedinteger))
-    else indices
-  )
-  slots = math.prod(sizes)
-  # Merging the indexed dims needs the row to fit the index type; otherwise
-  # the gather reads the k components as they are.
-  merge = k > 1 and slots <= jnp.iinfo(unsigned).max
-  # One division by a constant per component (XLA turns it into a multiply
-  # and shifts): 0 when in range, at least 1 otherwise.
-  quotients = [
-    u[..., j] // np.asarray(n, unsigned) for j, n in enumerate(sizes)
-  ]
-  which = _fold(quotients, jnp.max)
-  if merge:
-    strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
-    terms = [
-      u[..., j] * np.asarray(stride, unsigned) if stride != 1 else u[..., j]
-      for j, stride in enumerate(strides.tolist())
-    ]
-    rows = _fold(terms, jnp.sum)
-    index = jnp.stack([which, rows], axis=-1)
-    data = data.reshape(data.shape[:first] + (slots,) + data.shape[first + k :])
-    new_k = 1
-  else:
-    index = jnp.concatenate([which[..., None], u], axis=-1)
-    new_k = k
+  rows = _rows(data, indices, dnums)
+  first = rows.dnums.start_index_map[0]
+  k = len(rows.dnums.start_index_map)
+  index = jnp.concatenate([rows.out_of_range[..., None], rows.starts], axis=-1)
   fill = fill_value_or_default(fill_value, data.dtype)
-  block = jnp.expand_dims(data, first)
+  block = jnp.expand_dims(rows.data, first)
   operand = jnp.concatenate(
     [block, jnp.full(block.shape, fill, data.dtype)], axis=first
   )
-  shift = new_k + 1 - k
-  collapsed = tuple(range(first, first + new_k + 1))
+  collapsed = tuple(range(first, first + k + 1))
   stacked = lax.GatherDimensionNumbers(
-    offset_dims=dnums.offset_dims,
+    offset_dims=rows.dnums.offset_dims,
     collapsed_slice_dims=collapsed,
     start_index_map=collapsed,
     operand_batching_dims=tuple(
-      d if d < first else d + shift for d in dnums.operand_batching_dims
+      d if d < first else d + 1 for d in rows.dnums.operand_batching_dims
     ),
-    start_indices_batching_dims=dnums.start_indices_batching_dims,
-  )
-  slice_sizes = tuple(
-    1 if d in collapsed or d in stacked.operand_batching_dims else n
-    for d, n in enumerate(operand.shape)
+    start_indices_batching_dims=rows.dnums.start_indices_batching_dims,
   )
   return lax.gather(
-    operand, index, stacked, slice_sizes, mode=lax.GatherScatterMode.CLIP
+    operand,
+    index,
+    stacked,
+    _slice_sizes(operand.shape, stacked),
+    mode=lax.GatherScatterMode.CLIP,
   )
 
 
-def _fold(terms: list[jax.Array], reduce) -> jax.Array:
-  """`reduce` (jnp.max or jnp.sum) over the per-component arrays: one XLA
-  reduction, which XLA:CPU never fuses into a loop that reads its result more
-  than once, so it runs once per tuple."""
-  if len(terms) == 1:
-    return terms[0]
-  stacked = jnp.stack(terms, axis=-1)
-  if reduce is jnp.sum:
-    return jnp.sum(stacked, axis=-1, dtype=stacked.dtype)
-  return reduce(stacked, axis=-1)
+def _element_gather(
+  data: jax.Array,
+  indices: jax.Array,
+  dnums: lax.GatherDimensionNumbers,
+  fill_value: Any,
+) -> jax.Array:
+  """The fill-mode gather of one element per tuple: a clip-mode gather at the
+  linear row, then the fill value where the tuple is out of range."""
+  rows = _rows(data, indices, dnums)
+  out = lax.gather(
+    rows.data,
+    rows.starts,
+    rows.dnums,
+    _slice_sizes(rows.data.shape, rows.dnums),
+    mode=lax.GatherScatterMode.CLIP,
+  )
+  in_range = jnp.expand_dims(rows.out_of_range == 0, rows.dnums.offset_dims)
+  fill = fill_value_or_default(fill_value, data.dtype)
+  return jnp.where(in_range, out, jnp.asarray(fill, data.dtype))
