@@ -74,8 +74,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument(
     "--reps",
     type=int,
-    default=30,
-    help="at most this many timed calls per variant",
+    default=300,
+    help="at most this many timed calls per variant (the budget stops "
+    "slower ones first)",
   )
   parser.add_argument(
     "--min-reps",
