@@ -8,13 +8,14 @@ met when every case it applies to meets it, missed when one does not, and
 not evaluated when the run has no case with the variants it compares (e.g.
 `--variants` left them out, or PyTorch is not installed).
 
-Times are medians. Peers are compared like for like: an out-of-place jaxops
-variant with the out-of-place peer calls (`openvino`, `onnxruntime`,
-`torch`), a donated one with every peer call including PyTorch's in-place
-one (`torch.inplace`). Cases whose peers run with a thread count other than
-the run's (`peer_threads` in the JSON: the duplicate-index ScatterNDUpdate
-cases, where the peers apply duplicates in order only on one thread) are
-left out of the peer bars.
+Times are interquartile means (`iqm_s`, bench/harness.py). Peers are
+compared like for like: an out-of-place jaxops variant with the
+out-of-place peer calls (`openvino`, `onnxruntime`, `torch`), a donated one
+with every peer call including PyTorch's in-place one (`torch.inplace`).
+Cases whose peers run with a thread count other than the run's
+(`peer_threads` in the JSON: the duplicate-index ScatterNDUpdate cases,
+where the peers apply duplicates in order only on one thread) are left out
+of the peer bars.
 
 `python -m bench.bars a.json b.json ...` prints the verdicts of several runs
 (e.g. one per allocator mode) side by side.
@@ -35,10 +36,11 @@ PEERS_IN_PLACE = ("torch.inplace",)
 PEERS = PEERS_OUT_OF_PLACE + PEERS_IN_PLACE
 
 
-def median(case: dict, name: str) -> float | None:
-  """Median seconds of variant `name` in `case`, None if it did not run."""
+def iqm(case: dict, name: str) -> float | None:
+  """The interquartile mean in seconds of variant `name` in `case`, None if
+  it did not run."""
   entry = case["variants"].get(name)
-  return entry["median_s"] if entry else None
+  return entry["iqm_s"] if entry else None
 
 
 def comparable_peers(case: dict, variant: str) -> tuple[str, ...]:
@@ -50,11 +52,11 @@ def comparable_peers(case: dict, variant: str) -> tuple[str, ...]:
 def fastest_peer(
   case: dict, variant: str = "jaxops"
 ) -> tuple[str | None, float | None]:
-  """(name, median) of the fastest peer comparable to `variant`."""
+  """(name, IQM) of the fastest peer comparable to `variant`."""
   times = [
-    (p, median(case, p))
+    (p, iqm(case, p))
     for p in comparable_peers(case, variant)
-    if median(case, p) is not None
+    if iqm(case, p) is not None
   ]
   return min(times, key=lambda t: t[1]) if times else (None, None)
 
@@ -154,7 +156,7 @@ class Ratio(Bar):
       ):
         continue
       for variant, reference in self.pairs:
-        t, ref = median(case, variant), median(case, reference)
+        t, ref = iqm(case, variant), iqm(case, reference)
         if t is None or ref is None:
           continue
         if self.at_least is None:
@@ -195,7 +197,7 @@ class VsPeers(Bar):
       if not _tier_ok(case, self.tiers) or case.get("peer_threads") is not None:
         continue
       for variant in self.variants:
-        t = median(case, variant)
+        t = iqm(case, variant)
         peer, peer_t = fastest_peer(case, variant)
         if (
           t is None
@@ -276,7 +278,7 @@ class DonatedGrowth(Bar):
     }
     out = []
     for name in self.variants:
-      times = {s: [median(c, name) for c in cs] for s, cs in sweeps.items()}
+      times = {s: [iqm(c, name) for c in cs] for s, cs in sweeps.items()}
       if any(len(t) < 2 or None in t for t in times.values()):
         continue
       grow = {s: t[-1] / t[0] for s, t in times.items()}

@@ -421,7 +421,7 @@ def run_case(
       "group": variant.group,
       "compile_s": runner.compile_s,
       "compile_cpu_s": runner.compile_cpu_s,
-      "median_s": timing.median_s,
+      "iqm_s": timing.iqm_s,
       "p10_s": timing.p10_s,
       "p90_s": timing.p90_s,
       "reps": timing.reps,

@@ -1,7 +1,8 @@
 """`python -m bench.compare a.json b.json`: two runs side by side.
 
 Matches variants by (case, variant) and prints a Markdown table of both
-medians and `b/a` (< 1: faster in b), e.g. the same bench on CPU and on GPU
+interquartile means and `b/a` (< 1: faster in b), e.g. the same bench on
+CPU and on GPU
 (`JAX_PLATFORMS=cuda python -m bench --out gpu`), with two allocators
 (`--allocator`), or before and after an operator change. Peer runtimes
 always run on the CPU, so on an accelerator compare jaxops rows with jaxops
@@ -32,9 +33,9 @@ def _env_line(label: str, results: dict) -> str:
   )
 
 
-def _medians(results: dict) -> dict[tuple[str, str], float]:
+def _iqms(results: dict) -> dict[tuple[str, str], float]:
   return {
-    (case["key"], name): entry["median_s"]
+    (case["key"], name): entry["iqm_s"]
     for case in results["cases"]
     for name, entry in case["variants"].items()
   }
@@ -42,7 +43,7 @@ def _medians(results: dict) -> dict[tuple[str, str], float]:
 
 def compare(a: dict, b: dict, variants: Sequence[str] | None = None) -> str:
   """The side-by-side Markdown table of runs `a` and `b`."""
-  ta, tb = _medians(a), _medians(b)
+  ta, tb = _iqms(a), _iqms(b)
   keys = [k for k in ta if k in tb and (not variants or k[1] in variants)]
   lines = [
     "# bench comparison",

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from bench import bars, ops
-from bench.bars import median as _median
+from bench.bars import iqm as _iqm
 from bench.bars import ms as _ms
 
 _TABLE_TIERS = ("ir", "large")
@@ -79,19 +79,19 @@ def forward_rows(results: dict) -> list[dict[str, Any]]:
         {
           "case": case["key"],
           "variant": name,
-          "jaxops_s": entry["median_s"],
-          "plain_s": _median(case, "plain.donated" if donated else "plain"),
-          "openvino_s": _median(case, "openvino"),
-          "onnxruntime_s": _median(case, "onnxruntime"),
-          "torch_s": _median(case, "torch.inplace" if donated else "torch"),
+          "jaxops_s": entry["iqm_s"],
+          "plain_s": _iqm(case, "plain.donated" if donated else "plain"),
+          "openvino_s": _iqm(case, "openvino"),
+          "onnxruntime_s": _iqm(case, "onnxruntime"),
+          "torch_s": _iqm(case, "torch.inplace" if donated else "torch"),
           "best_peer": peer_name,
           "best_peer_s": peer,
           "floor_s": floor,
           "line_floor_s": line_floor,
           "compile_max_s": _jax_compile_max(case),
           "peer_threads": case.get("peer_threads"),
-          "jaxops_over_peer": entry["median_s"] / peer if peer else None,
-          "jaxops_over_line_floor": entry["median_s"] / line_floor,
+          "jaxops_over_peer": entry["iqm_s"] / peer if peer else None,
+          "jaxops_over_line_floor": entry["iqm_s"] / line_floor,
         }
       )
   return rows
@@ -102,17 +102,17 @@ def grad_rows(results: dict) -> list[dict[str, Any]]:
   for case in results["cases"]:
     if case["tier"] not in _TABLE_TIERS:
       continue
-    plain, torch = _median(case, "plain.grad"), _median(case, "torch.grad")
+    plain, torch = _iqm(case, "plain.grad"), _iqm(case, "torch.grad")
     for name, entry in case["variants"].items():
       if entry["group"] == "fwdbwd" and name.startswith("jaxops"):
         rows.append(
           {
             "case": case["key"],
             "variant": name,
-            "jaxops_s": entry["median_s"],
+            "jaxops_s": entry["iqm_s"],
             "plain_s": plain,
             "torch_s": torch,
-            "speedup": plain / entry["median_s"] if plain else None,
+            "speedup": plain / entry["iqm_s"] if plain else None,
           }
         )
   return rows
@@ -143,7 +143,8 @@ def _header(results: dict) -> list[str]:
     "",
     f"Copy bandwidth: host np.copyto {bw['host_copyto_Bps'] / 1e9:.2f} GB/s, "
     f"jitted device copy {bw['device_copy_Bps'] / 1e9:.2f} GB/s (read + "
-    f"write bytes); floors use `{bw['used']}`. Times are medians in ms.",
+    f"write bytes); floors use `{bw['used']}`. Times are interquartile "
+    "means in ms (the mean of the middle half of the timed calls).",
     "",
   ]
 
@@ -216,7 +217,7 @@ def _vmap_table(results: dict) -> list[str]:
     "|---|---|---|---|---|---|---|---|---|---|",
   ]
   for c in cases:
-    t = lambda n, c=c: _median(c, n)
+    t = lambda n, c=c: _iqm(c, n)
     axes = ", ".join("b" if a == 0 else "-" for a in c.get("in_axes") or [])
     lines.append(
       f"| {c['key']} | {axes} | {c.get('batch')} | {_ms(t('jaxops'))} | "
@@ -244,7 +245,7 @@ def _defaults_table(results: dict) -> list[str]:
   rows = []
   for c in results["cases"]:
     for a, b, what in _DEFAULT_COSTS:
-      ta, tb = _median(c, a), _median(c, b)
+      ta, tb = _iqm(c, a), _iqm(c, b)
       if ta is not None and tb is not None:
         rows.append(
           f"| {c['key']} | {what} | {_ms(ta)} | {_ms(tb)} | {_ratio(ta, tb)} |"
@@ -282,7 +283,7 @@ def markdown(results: dict) -> str:
     "",
     "## All variants",
     "",
-    "| case | variant | compile ms | median ms | p10-p90 ms | reps |",
+    "| case | variant | compile ms | IQM ms | p10-p90 ms | reps |",
     "|---|---|---|---|---|---|",
   ]
   for case in results["cases"]:
@@ -292,7 +293,7 @@ def markdown(results: dict) -> str:
         note = " (donated)" if e.get("donation_used") else " (NOT donated)"
       lines.append(
         f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
-        f"{_ms(e['median_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "
+        f"{_ms(e['iqm_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "
         f"{e['reps']} |"
       )
     for name, why in case["skipped"].items():
@@ -332,7 +333,7 @@ def sweep_tables(results: dict) -> list[str]:
       "|---|" + "---|" * (len(cases) + 1),
     ]
     for name in names:
-      times = [_median(c, name) for c in cases]
+      times = [_iqm(c, name) for c in cases]
       lines.append(
         f"| {name} | "
         + " | ".join(_ms(t) for t in times)
@@ -392,7 +393,7 @@ def plots(results: dict, out_dir: str) -> list[str]:
           if name in c["variants"]
         ]
         ys = [
-          c["variants"][name]["median_s"] * 1e3
+          c["variants"][name]["iqm_s"] * 1e3
           for c in cases
           if name in c["variants"]
         ]
@@ -409,7 +410,7 @@ def plots(results: dict, out_dir: str) -> list[str]:
           )
       ax.set_yscale("log")
       ax.set_xticks(range(len(cases)), [c["name"] for c in cases])
-      ax.set_ylabel("median time (ms)")
+      ax.set_ylabel("IQM time (ms)")
       ax.set_title(f"{op}: {title}")
       if names:
         ax.legend(fontsize=7)
@@ -426,7 +427,7 @@ def plots(results: dict, out_dir: str) -> list[str]:
       names = list(dict.fromkeys(n for c in cases for n in c["variants"]))
       for name in names:
         pts = [
-          (c["size"], c["variants"][name]["median_s"] * 1e3)
+          (c["size"], c["variants"][name]["iqm_s"] * 1e3)
           for c in cases
           if name in c["variants"]
         ]
@@ -446,7 +447,7 @@ def plots(results: dict, out_dir: str) -> list[str]:
       ax.set_xscale("log")
       ax.set_yscale("log")
       ax.set_xlabel(sweep)
-      ax.set_ylabel("median time (ms)")
+      ax.set_ylabel("IQM time (ms)")
       ax.set_title(f"{op}: time vs {sweep}")
       ax.legend(fontsize=7)
     paths.append(_save(fig, os.path.join(out_dir, f"{op}_sweep.png")))
