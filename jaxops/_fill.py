@@ -56,12 +56,7 @@ def gather(
   `indices` must already be wrapped (negative indices counted from the end).
   `tangent=True` selects the formulation whose transpose is leanest.
   """
-  slice_sizes = tuple(
-    1
-    if d in dnums.collapsed_slice_dims or d in dnums.operand_batching_dims
-    else n
-    for d, n in enumerate(data.shape)
-  )
+  slice_sizes = _slice_sizes(data.shape, dnums)
   if mode != FILL or tangent or not dnums.start_index_map:
     return lax.gather(
       data, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value
