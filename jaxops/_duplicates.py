@@ -72,7 +72,7 @@ class Strategy(NamedTuple):
 
 # Slots per tuple up to which the winner table beats the sorts, and bitmap
 # words (32 slots each) per tuple up to which the bitmap test beats the sort
-# it saves: 8 for any bitmap, 32 for one that stays in cache (measured on
+# it saves: 8 for any bitmap, 40 for one that stays in cache (measured on
 # CPU: docs/design.md#thresholds). Tables beyond `TABLE_UNTESTED_SLOTS` go
 # behind the bitmap test: under `vmap` a table grows with the batch, and the
 # bitmap is 32 times smaller (docs/design.md#tried-scatter-rows).
@@ -81,7 +81,7 @@ TABLE_MIN_SLOTS = 1 << 16
 TABLE_UNTESTED_SLOTS = 1 << 12
 BITMAP_WORDS_PER_TUPLE = 8
 BITMAP_MIN_WORDS = 1 << 16
-CACHED_BITMAP_WORDS_PER_TUPLE = 32
+CACHED_BITMAP_WORDS_PER_TUPLE = 40
 CACHED_BITMAP_MAX_WORDS = 1 << 20
 
 
