@@ -551,8 +551,9 @@ VMAP_CONFIGS = {
 }
 
 
+@pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
-def test_vmap_equals_loop(name):
+def test_vmap_equals_loop(name, out_of_range):
   data_shape, indices_shape, axis, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(7)
   data = gen.random_values(rng, data_shape, np.float32)
@@ -567,21 +568,32 @@ def test_vmap_equals_loop(name):
     else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
   )
   indices = gen.random_indices(rng, inner_data_shape[axis], indices_shape)
-  fn = lambda d, i: jaxops.gather_elements(d, i, axis)
+  if out_of_range:
+    # About half of the indices out of range, on either side: fill values.
+    size = inner_data_shape[axis]
+    indices = rng.integers(-2 * size, 2 * size, indices_shape)
+  vmapped = jax.vmap(
+    lambda d, i: jaxops.gather_elements(d, i, axis), in_axes, out_axes
+  )
   expected = np.stack(
     [
       gs.np_gather_elements(
         data if in_axes[0] is None else np.take(data, j, in_axes[0]),
         indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
         axis,
+        fill=np.nan if out_of_range else None,
       )
       for j in range(n)
     ],
     axis=out_axes,
   )
-  assert_same(jax.vmap(fn, in_axes, out_axes)(data, indices), expected, name)
-  assert_same(
-    jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices), expected, name
+  concrete_oob = out_of_range and in_axes[1] is None
+  gs.assert_vmapped(
+    vmapped,
+    (data, indices),
+    expected,
+    name,
+    raises=r"^GatherElements-13: indices\[" if concrete_oob else "",
   )
 
 

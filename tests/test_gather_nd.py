@@ -516,6 +516,42 @@ def test_out_of_range_clip(name):
   assert_same(_oob_fn("clip")(OOB_DATA, indices), expected, name)
 
 
+# The fill-mode lowerings on CPU (docs/design.md#lowering-fill): one element
+# per tuple (a row gather and a select) and slices (the stacked operand),
+# with batch dims, unequal indexed sizes and about half of the tuples out of
+# range on either side (under vmap: test_vmap_equals_loop).
+# name: (data shape, indices shape, batch_dims)
+FILL_CONFIGS = {
+  "elements_unequal_sizes": ((3, 5, 7), (9, 3), 0),
+  "elements_batch1": ((2, 5, 7), (2, 6, 2), 1),
+  "elements_batch2_k1": ((2, 3, 7), (2, 3, 5, 1), 2),
+  "slices_unequal_sizes": ((3, 5, 4), (9, 2), 0),
+  "slices_batch1": ((2, 5, 7, 3), (2, 6, 2), 1),
+}
+
+
+def _fill_case(rng, data_shape, indices_shape, b):
+  """Data and indices in [-2s, 2s): about half the tuples out of range."""
+  sizes = np.asarray(data_shape[b : b + indices_shape[-1]])
+  data = gen.random_values(rng, data_shape, np.float32)
+  indices = rng.integers(-2 * sizes, 2 * sizes, indices_shape, dtype=np.int32)
+  return data, indices
+
+
+@pytest.mark.parametrize("name", FILL_CONFIGS)
+def test_fill_mode_matches_reference(name):
+  data_shape, indices_shape, b = FILL_CONFIGS[name]
+  data, indices = _fill_case(np.random.default_rng(5), *FILL_CONFIGS[name])
+  fn = jax.jit(lambda d, i: jaxops.gather_nd(d, i, b, fill_value=-9.0))
+  expected = gs.np_gather_nd(data, indices, b, fill=-9.0)
+  assert_same(fn(data, indices), expected, name)
+  assert_same(
+    jax.jit(lambda d, i: jaxops.gather_nd(d, i, b))(data, indices),
+    gs.np_gather_nd(data, indices, b, fill=np.nan),
+    name,
+  )
+
+
 @pytest.mark.parametrize(
   "dtype,fill",
   [
@@ -593,11 +629,14 @@ VMAP_CONFIGS = {
   "both_axes_2_0": ((3, 4, 5), (5, 2, 1), 0, (2, 0), 1),
   "both_batch1": ((3, 5, 4, 2), (3, 2, 5, 1), 1, (1, 2), 0),
   "data_only_batch2_out_last": ((2, 3, 4, 5), (2, 3, 1), 2, (3, None), -1),
+  "both_elements_unequal_sizes": ((3, 5, 7), (3, 6, 2), 0, (0, 0), 0),
+  "both_elements_batch1": ((4, 2, 5, 7), (4, 2, 6, 2), 1, (0, 0), 0),
 }
 
 
+@pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
-def test_vmap_equals_loop(name):
+def test_vmap_equals_loop(name, out_of_range):
   data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(3)
   data = gen.random_values(rng, data_shape, np.float32)
@@ -627,21 +666,27 @@ def test_vmap_equals_loop(name):
   else:
     indices = np.moveaxis(indices, 0, in_axes[1])
   assert indices.shape == indices_shape, indices.shape
-  fn = lambda d, i: jaxops.gather_nd(d, i, b)
-  out = jax.vmap(fn, in_axes, out_axes)(data, indices)
+  if out_of_range:
+    # About half of the tuples out of range, on either side: fill values.
+    sizes = np.asarray(inner_data_shape[b : b + k])
+    indices = rng.integers(-2 * sizes, 2 * sizes, indices_shape)
+  vmapped = jax.vmap(lambda d, i: jaxops.gather_nd(d, i, b), in_axes, out_axes)
   loop = [
     gs.np_gather_nd(
       data if in_axes[0] is None else np.take(data, j, in_axes[0]),
       indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
       b,
+      fill=np.nan if out_of_range else None,
     )
     for j in range(n)
   ]
-  assert_same(out, np.stack(loop, axis=out_axes), name)
-  assert_same(
-    jax.jit(jax.vmap(fn, in_axes, out_axes))(data, indices),
+  concrete_oob = out_of_range and in_axes[1] is None
+  gs.assert_vmapped(
+    vmapped,
+    (data, indices),
     np.stack(loop, axis=out_axes),
     name,
+    raises=r"^GatherND-8: indices\[" if concrete_oob else "",
   )
 
 

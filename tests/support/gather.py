@@ -12,41 +12,71 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 
+from tests.support.asserts import assert_same
 from tests.support.generators import random_indices, random_values
 
 
+def _in_range(values: Sequence[int], sizes: Sequence[int]) -> bool:
+  return all(-s <= v < s for v, s in zip(values, sizes))
+
+
 def np_gather_nd(
-  data: np.ndarray, indices: np.ndarray, batch_dims: int = 0
+  data: np.ndarray, indices: np.ndarray, batch_dims: int = 0, fill: Any = None
 ) -> np.ndarray:
   """GatherND-8 by its definition: `out[p] = data[p[:b] + tuple(indices[p])]`.
 
-  Raises IndexError (from NumPy) for out-of-range indices.
+  Raises IndexError (from NumPy) for out-of-range indices, or with `fill`
+  gives that value for the slice of an out-of-range tuple.
   """
   data, indices = np.asarray(data), np.asarray(indices)
   b, k = batch_dims, indices.shape[-1]
   out = np.empty(indices.shape[:-1] + data.shape[b + k :], data.dtype)
   for pos in np.ndindex(*indices.shape[:-1]):
-    out[pos] = data[pos[:b] + tuple(int(i) for i in indices[pos])]
+    tuple_ = [int(i) for i in indices[pos]]
+    if fill is not None and not _in_range(tuple_, data.shape[b : b + k]):
+      out[pos] = fill
+    else:
+      out[pos] = data[pos[:b] + tuple(tuple_)]
   return out
 
 
 def np_gather_elements(
-  data: np.ndarray, indices: np.ndarray, axis: int = 0
+  data: np.ndarray, indices: np.ndarray, axis: int = 0, fill: Any = None
 ) -> np.ndarray:
   """GatherElements by its definition: position p reads data at p with
   p[axis] replaced by indices[p] (smaller indices dims cover the leading part
-  of data; nothing is broadcast)."""
+  of data; nothing is broadcast). Out-of-range indices raise IndexError, or
+  read `fill` when it is given."""
   data, indices = np.asarray(data), np.asarray(indices)
   axis %= data.ndim
   out = np.empty(indices.shape, data.dtype)
   for pos in np.ndindex(*indices.shape):
     src = list(pos)
     src[axis] = int(indices[pos])
-    out[pos] = data[tuple(src)]
+    if fill is not None and not _in_range([src[axis]], [data.shape[axis]]):
+      out[pos] = fill
+    else:
+      out[pos] = data[tuple(src)]
   return out
+
+
+def assert_vmapped(
+  vmapped, args: tuple, expected: np.ndarray, context: str, raises: str = ""
+) -> None:
+  """`vmapped(*args)` equals `expected` jitted and eagerly; with `raises`,
+  the eager call raises an IndexError matching it instead (unmapped
+  out-of-range indices stay concrete under an eager vmap, and concrete
+  indices are checked)."""
+  if raises:
+    with pytest.raises(IndexError, match=raises):
+      vmapped(*args)
+  else:
+    assert_same(vmapped(*args), expected, context)
+  assert_same(jax.jit(vmapped)(*args), expected, context)
 
 
 def read_counts(reference, data_shape, *args) -> np.ndarray:
