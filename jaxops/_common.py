@@ -2,9 +2,10 @@
 canonicalization and index normalization.
 
 Everything here runs at trace time on Python values and shapes, except
-`prepare_indices`, which emits a few cheap elementwise ops on the (possibly
-traced) index array. The rules they apply (error form, static attributes,
-index dtypes, negative and out-of-range indices) are in docs/semantics.md.
+`prepare_indices` and `linear_index`, which emit a few cheap elementwise ops
+and a reduction on the (possibly traced) index array. The rules they apply
+(error form, static attributes, index dtypes, negative and out-of-range
+indices) are in docs/semantics.md.
 """
 
 from __future__ import annotations
@@ -221,6 +222,23 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
       lower = np.asarray(int32.min, dtype=indices.dtype)
       indices = jnp.clip(indices, lower, upper)
   return indices
+
+
+def linear_index(
+  indices: jax.Array, sizes: Sequence[int], dtype: Any
+) -> jax.Array:
+  """The row-major linear index, in `dtype`, of each `(..., k)` tuple of
+  in-range indices into the dims `sizes`.
+
+  One multiply by a constant stride vector and one reduction over the last
+  axis, never per-component slices (XLA:CPU emits those as strided scalar
+  code inside a consuming gather's loop: docs/design.md#tried-gather-vector).
+  """
+  k = len(sizes)
+  strides = np.cumprod((1,) + tuple(sizes[:0:-1]))[::-1].astype(dtype)
+  lead = (1,) * (indices.ndim - 1)
+  terms = indices.astype(dtype) * strides.reshape(lead + (k,))
+  return jnp.sum(terms, axis=-1, dtype=dtype)
 
 
 def check_concrete_bounds(

@@ -29,6 +29,8 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from jaxops._common import linear_index
+
 
 class Search(enum.Enum):
   """How the winners are found."""
@@ -120,16 +122,6 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   return Strategy(Search.PACKED_SORT, repeat_test, target_dtype, key_dtype)
 
 
-def linear_target(
-  indices: jax.Array, sizes: tuple[int, ...], dtype: Any
-) -> jax.Array:
-  """The row-major linear slot of each (n, k) in-range tuple, in `dtype`."""
-  k = len(sizes)
-  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].astype(dtype)
-  terms = indices.astype(dtype) * strides.reshape(1, k)
-  return jnp.sum(terms, axis=1, dtype=dtype)
-
-
 def winners(
   indices: jax.Array,
   in_bounds: jax.Array,
@@ -166,7 +158,9 @@ def winners(
     return _scatter_back(is_last, sorted_positions) & in_bounds
   dtype = strategy.target_dtype
   target = jnp.where(
-    in_bounds, linear_target(indices, sizes, dtype), jnp.asarray(slots, dtype)
+    in_bounds,
+    linear_index(indices, sizes, dtype),
+    jnp.asarray(slots, dtype),
   )
   search: Callable[..., jax.Array]
   if strategy.search is Search.TABLE:

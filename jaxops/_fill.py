@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops._common import fill_value_or_default
+from jaxops._common import fill_value_or_default, linear_index
 
 FILL = lax.GatherScatterMode.FILL_OR_DROP
 
@@ -119,19 +119,18 @@ def _rows(
   assert dnums.collapsed_slice_dims == dims, dnums
   sizes = data.shape[first : first + k]
   unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
+  u = (
+    lax.bitcast_convert_type(indices, unsigned)
+    if jnp.issubdtype(indices.dtype, jnp.signedinteger)
+    else indices
+  )
   # Read as unsigned, a negative (already wrapped) index is huge, so the
   # bounds test is one unsigned compare per component; for a single
   # component, one division by a constant (a multiply and shifts once
   # compiled, and one flop where the compare and its conversion are two,
   # which keeps small gathers on XLA:CPU's inline path). Dividing by a vector
   # of different sizes compiles to real divisions: 2.5x slower.
-  u = (
-    lax.bitcast_convert_type(indices, unsigned)
-    if jnp.issubdtype(indices.dtype, jnp.signedinteger)
-    else indices
-  )
-  lead = (1,) * (u.ndim - 1)
-  sizes_arr = np.asarray(sizes, unsigned).reshape(lead + (k,))
+  sizes_arr = np.asarray(sizes, unsigned).reshape((1,) * (u.ndim - 1) + (k,))
   if k == 1:
     out_of_range = u[..., 0] // sizes_arr[..., 0]
   else:
@@ -139,8 +138,8 @@ def _rows(
   slots = math.prod(sizes)
   if k == 1 or slots > jnp.iinfo(unsigned).max:
     return _Rows(data, u, dnums, out_of_range)
-  strides = np.cumprod((1,) + sizes[:0:-1])[::-1].astype(unsigned)
-  rows = jnp.sum(u * strides.reshape(lead + (k,)), axis=-1, dtype=unsigned)
+  # Unsigned, so an out-of-range tuple's row wraps harmlessly (it is filled).
+  rows = linear_index(u, sizes, unsigned)
   shift = 1 - k
   merged = lax.GatherDimensionNumbers(
     offset_dims=dnums.offset_dims,

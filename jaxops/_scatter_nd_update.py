@@ -213,7 +213,7 @@ def _scatter_indices(
   row_dtype = _duplicates.int_dtype_for(math.prod(sizes))
   if row_dtype is None:
     return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
-  rows = _duplicates.linear_target(indices, sizes, row_dtype)
+  rows = _common.linear_index(indices, sizes, row_dtype)
   return jnp.where(wins, rows, redirected.astype(row_dtype))
 
 

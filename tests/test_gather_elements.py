@@ -569,9 +569,7 @@ def test_vmap_equals_loop(name, out_of_range):
   )
   indices = gen.random_indices(rng, inner_data_shape[axis], indices_shape)
   if out_of_range:
-    # About half of the indices out of range, on either side: fill values.
-    size = inner_data_shape[axis]
-    indices = rng.integers(-2 * size, 2 * size, indices_shape)
+    indices = gen.half_out_of_range(rng, inner_data_shape[axis], indices_shape)
   vmapped = jax.vmap(
     lambda d, i: jaxops.gather_elements(d, i, axis), in_axes, out_axes
   )

@@ -531,11 +531,10 @@ FILL_CONFIGS = {
 
 
 def _fill_case(rng, data_shape, indices_shape, b):
-  """Data and indices in [-2s, 2s): about half the tuples out of range."""
-  sizes = np.asarray(data_shape[b : b + indices_shape[-1]])
+  """Data, and indices with about half the tuples out of range."""
+  sizes = data_shape[b : b + indices_shape[-1]]
   data = gen.random_values(rng, data_shape, np.float32)
-  indices = rng.integers(-2 * sizes, 2 * sizes, indices_shape, dtype=np.int32)
-  return data, indices
+  return data, gen.half_out_of_range(rng, sizes, indices_shape, np.int32)
 
 
 @pytest.mark.parametrize("name", FILL_CONFIGS)
@@ -667,9 +666,8 @@ def test_vmap_equals_loop(name, out_of_range):
     indices = np.moveaxis(indices, 0, in_axes[1])
   assert indices.shape == indices_shape, indices.shape
   if out_of_range:
-    # About half of the tuples out of range, on either side: fill values.
-    sizes = np.asarray(inner_data_shape[b : b + k])
-    indices = rng.integers(-2 * sizes, 2 * sizes, indices_shape)
+    sizes = inner_data_shape[b : b + k]
+    indices = gen.half_out_of_range(rng, sizes, indices_shape)
   vmapped = jax.vmap(lambda d, i: jaxops.gather_nd(d, i, b), in_axes, out_axes)
   loop = [
     gs.np_gather_nd(

@@ -107,6 +107,16 @@ def random_indices(
   return rng.integers(low, sizes_arr, size=shape).astype(dtype)
 
 
+def half_out_of_range(
+  rng: np.random.Generator, sizes, shape, dtype=np.int64
+) -> np.ndarray:
+  """Indices in [-2s, 2s - 1] for the dim of size s they index (`sizes` as
+  in `random_indices`, broadcast along the last axis of `shape`): about half
+  of them out of range, on either side."""
+  sizes_arr = np.asarray(sizes, dtype=np.int64)
+  return rng.integers(-2 * sizes_arr, 2 * sizes_arr, shape, dtype=dtype)
+
+
 def _unique_tuples(rng, sizes, lead_shape, negative):
   n, k = int(np.prod(lead_shape)), len(sizes)
   if k == 0:
