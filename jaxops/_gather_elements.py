@@ -15,6 +15,7 @@ length (no one-hot or `choose` formulation) and compiles in constant time.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import jax
@@ -166,7 +167,7 @@ def gather_elements(
   dtypes they list).
   """
   if _export.active():
-    return _export.gather_elements(data, indices, axis, mode, fill_value)
+    return _exported(data, indices, axis, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   gather_elements_shape(data.shape, indices.shape, axis)
@@ -193,3 +194,60 @@ def _prepare_and_gather(data, indices, axis, mode, fill_value):
       indices[..., None], data.shape, (axis,)
     )[..., 0]
   return _gather_elements(data, indices, axis, mode, fill_value, False)
+
+
+# Export primitive (docs/export.md#gather-elements) ---------------------------
+# `jaxops_gather_elements(data, indices; axis, mode, fill_value)`, lowered to
+# ONNX by jaxops/onnx/_gather_elements.py.
+
+
+def _export_impl(data, indices, *, axis, mode, fill_value):
+  return _export.normal(
+    gather_elements, data, indices, axis, mode=mode, fill_value=fill_value
+  )
+
+
+def _export_abstract(data, indices, *, axis, mode, fill_value):
+  del mode, fill_value
+  return _export.abstract_eval(
+    lambda d, i: gather_elements_shape(d, i, axis), OP
+  )(data, indices)
+
+
+def _export_batch(args, dims, *, axis, **params):
+  # The node has no batch dims: both operands get the vmapped dim in front
+  # (an unbatched one broadcast), and the axis moves one back.
+  data, indices = _export.batched_in_front(args, dims)
+  return gather_elements_p.bind(data, indices, axis=axis + 1, **params), 0
+
+
+gather_elements_p = _export.define_primitive(
+  "jaxops_gather_elements", _export_impl, _export_abstract, _export_batch
+)
+
+
+def _exported(
+  data: Any, indices: Any, axis: Any, mode: Any, fill_value: Any
+) -> jax.Array:
+  """`gather_elements` while exporting: one `gather_elements_p`, or the
+  normal computation where the node cannot express the call."""
+  _export.validate(
+    lambda d, i: gather_elements(d, i, axis, mode=mode, fill_value=fill_value),
+    data,
+    indices,
+  )
+  data = jnp.asarray(data)
+  indices = _export.index_array(indices)
+  a = operator.index(axis) % data.ndim
+  if data.shape[a] == 0 and indices.size != 0:
+    # Gathers from a zero-size axis: jaxops' fill value or error.
+    return _export.normal(
+      gather_elements, data, indices, a, mode=mode, fill_value=fill_value
+    )
+  return gather_elements_p.bind(
+    data,
+    indices,
+    axis=a,
+    mode=mode,
+    fill_value=_common.static_fill_value(fill_value, OP),
+  )

@@ -14,6 +14,7 @@ outside the derivative rule. See docs/design.md#derivatives.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import jax
@@ -188,7 +189,7 @@ def gather_nd(
   Implements OpenVINO GatherND-8.
   """
   if _export.active():
-    return _export.gather_nd(data, indices, batch_dims, mode, fill_value)
+    return _exported(data, indices, batch_dims, mode, fill_value)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   b = _common.static_int(batch_dims, OP, "batch_dims")
@@ -218,3 +219,81 @@ def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
     # still reports the tuple that was out of range.
     indices = _checks.checked_gather_indices(indices, data.shape, dims)
   return _gather_nd(data, indices, batch_dims, mode, fill_value, False)
+
+
+# Export primitive (docs/export.md#gather-nd) ---------------------------------
+# `jaxops_gather_nd(data, indices; batch_dims, mode, fill_value)`, lowered to
+# ONNX by jaxops/onnx/_gather_nd.py.
+
+
+def _export_impl(data, indices, *, batch_dims, mode, fill_value):
+  return _export.normal(
+    gather_nd, data, indices, batch_dims, mode=mode, fill_value=fill_value
+  )
+
+
+def _export_abstract(data, indices, *, batch_dims, mode, fill_value):
+  del mode, fill_value
+  return _export.abstract_eval(
+    lambda d, i: gather_nd_shape(d, i, batch_dims), OP
+  )(data, indices)
+
+
+def _export_batch(args, dims, *, batch_dims, **params):
+  data, indices = args
+  data_dim, indices_dim = dims
+  b = batch_dims
+  if _export.mapped(data_dim) and _export.mapped(indices_dim):
+    # Both batched: one more batch dim of the same node.
+    data = _export.move_to(data, data_dim, 0)
+    indices = _export.move_to(indices, indices_dim, 0)
+    return gather_nd_p.bind(data, indices, batch_dims=b + 1, **params), 0
+  if _export.mapped(indices_dim):
+    # More index tuples per batch position: the vmapped axis after the batch
+    # dims is just another leading dim of indices.
+    indices = _export.move_to(indices, indices_dim, b)
+    return gather_nd_p.bind(data, indices, batch_dims=b, **params), b
+  # Data batched only: as the last dim of data it is part of every slice.
+  data = _export.move_to(data, data_dim, -1)
+  out = gather_nd_p.bind(data, indices, batch_dims=b, **params)
+  return out, out.ndim - 1
+
+
+gather_nd_p = _export.define_primitive(
+  "jaxops_gather_nd", _export_impl, _export_abstract, _export_batch
+)
+
+
+def _exported(
+  data: Any, indices: Any, batch_dims: Any, mode: Any, fill_value: Any
+) -> jax.Array:
+  """`gather_nd` while exporting: one `gather_nd_p`, or the normal
+  computation where the node cannot express the call (docs/export.md)."""
+  _export.validate(
+    lambda d, i: gather_nd(d, i, batch_dims, mode=mode, fill_value=fill_value),
+    data,
+    indices,
+  )
+  data = jnp.asarray(data)
+  indices = _export.index_array(indices)
+  b = operator.index(batch_dims)
+  k = indices.shape[-1]
+  out_shape = indices.shape[:-1] + data.shape[b + k :]
+  if k == 0:
+    # Every tuple selects all of its batch position's data: a broadcast
+    # (OpenVINO's CPU plugin is wrong on GatherND with k = 0).
+    lead = indices.ndim - 1
+    dims = tuple(range(b)) + tuple(range(lead, lead + data.ndim - b))
+    return lax.broadcast_in_dim(data, out_shape, dims)
+  if 0 in data.shape[b : b + k] and 0 not in out_shape:
+    # Gathers from a zero-size indexed dim: jaxops' fill value or error.
+    return _export.normal(
+      gather_nd, data, indices, b, mode=mode, fill_value=fill_value
+    )
+  return gather_nd_p.bind(
+    data,
+    indices,
+    batch_dims=b,
+    mode=mode,
+    fill_value=_common.static_fill_value(fill_value, OP),
+  )

@@ -278,9 +278,7 @@ def scatter_nd_update(
   Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
   """
   if _export.active():
-    return _export.scatter_nd_update(
-      data, indices, updates, mode, unique_indices
-    )
+    return _exported(data, indices, updates, mode, unique_indices)
   data = jnp.asarray(data)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)
@@ -322,3 +320,90 @@ def scatter_nd_update(
     else lax.GatherScatterMode.PROMISE_IN_BOUNDS
   )
   return _scatter_unique(data, indices, updates, final_mode)
+
+
+# Export primitive (docs/export.md#scatter-nd-update) -------------------------
+# `jaxops_scatter_nd_update(data, indices, updates; mode, unique_indices)`,
+# updates exactly `indices.shape[:-1] + data.shape[k:]`; lowered to ONNX by
+# jaxops/onnx/_scatter_nd_update.py.
+
+
+def _export_impl(data, indices, updates, *, mode, unique_indices):
+  return _export.normal(
+    scatter_nd_update,
+    data,
+    indices,
+    updates,
+    mode=mode,
+    unique_indices=unique_indices,
+  )
+
+
+_export_abstract = _export.abstract_eval(scatter_nd_update_shape, OP)
+
+
+def _export_batch(args, dims, **params):
+  data, indices, updates = args
+  data_dim, indices_dim, updates_dim = dims
+  if not _export.mapped(indices_dim):
+    # Same tuples for every batch position: the vmapped dim goes last in data
+    # (so it is part of every updated slice) and in updates.
+    size = _export.batch_size(args, dims)
+    data, updates = (
+      _export.move_to(x, d, -1)
+      if _export.mapped(d)
+      else _export.broadcast_back(x, size)
+      for x, d in ((data, data_dim), (updates, updates_dim))
+    )
+    out = scatter_nd_update_p.bind(data, indices, updates, **params)
+    return out, out.ndim - 1
+  # Tuples per batch position: each gets its position as a leading
+  # coordinate, so positions never collide and the order within one is kept.
+  data, indices, updates = _export.batched_in_front(args, dims)
+  if jnp.iinfo(indices.dtype).bits < 32:  # room for every position
+    indices = indices.astype(jnp.int32)
+  position = lax.broadcasted_iota(indices.dtype, indices.shape[:-1] + (1,), 0)
+  indices = lax.concatenate([position, indices], indices.ndim - 1)
+  return scatter_nd_update_p.bind(data, indices, updates, **params), 0
+
+
+scatter_nd_update_p = _export.define_primitive(
+  "jaxops_scatter_nd_update", _export_impl, _export_abstract, _export_batch
+)
+
+
+def _exported(
+  data: Any, indices: Any, updates: Any, mode: Any, unique_indices: Any
+) -> jax.Array:
+  """`scatter_nd_update` while exporting: one `scatter_nd_update_p`, or the
+  normal computation where the node cannot express the call: k = 0 (OpenVINO's
+  CPU plugin is wrong on it), empty scatters and zero-size data."""
+  _export.validate(
+    lambda d, i, u: scatter_nd_update(
+      d, i, u, mode=mode, unique_indices=unique_indices
+    ),
+    data,
+    indices,
+    updates,
+  )
+  data = jnp.asarray(data)
+  indices = _export.index_array(indices)
+  updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
+  k = indices.shape[-1]
+  n = math.prod(indices.shape[:-1])
+  if k == 0 or n == 0 or data.size == 0:
+    return _export.normal(
+      scatter_nd_update,
+      data,
+      indices,
+      updates,
+      mode=mode,
+      unique_indices=unique_indices,
+    )
+  expected = _expected_updates_shape(data.shape, indices.shape)
+  if updates.shape != expected:
+    # The (1,) form of a 0-d update: both runtimes reject it.
+    updates = jnp.reshape(updates, expected)
+  return scatter_nd_update_p.bind(
+    data, indices, updates, mode=mode, unique_indices=bool(unique_indices)
+  )

@@ -3,30 +3,11 @@
 Semantics, mask rules and decisions: docs/semantics.md#strided-slice; errata
 SS-1..SS-11 (docs/semantics.md#ss-1 ...). Design: docs/design.md.
 
-Design
-------
 Every attribute is static, so the whole slice spec (begin/end/strides and the
-five masks) is resolved at trace time into a `_Plan`: for each input dim a
-`lax.slice` start/limit/positive step and whether the dim is reversed, plus the
-output shape (new axes inserted, shrunk dims dropped). The forward pass is then
-at most one `lax.slice`, one `lax.rev` and one `reshape` -- no gather, so XLA
-compiles it to a strided copy (or to nothing, for a spec that keeps all of
-data).
-
-A negative stride `-a` over the elements `b, b - a, ..., lo` is the positive
-slice `lo:b+1:a` followed by a reverse of that dim, which is why the plan only
-ever holds positive steps.
-
-Derivative design
------------------
-The operator is a `jax.custom_jvp` whose tangent rule applies the same plan
-(the same slice, rev and reshape) to the data tangent, so forward mode (`jvp`,
-`jacfwd`) evaluates that rule and reverse mode (`grad`, `vjp`, `jacrev`)
-transposes it. The transpose of a strided slice is a `pad` of the cotangent
-into zeros of data's shape (low/high padding for start and limit, interior
-padding of `step - 1` for the stride), of `rev` is `rev`, of reshape is
-reshape: no scatter anywhere, and the rule is linear so `hessian` and
-`vmap(grad)` work. Integer and bool data get float0 tangents.
+five masks) is resolved at trace time into a `jaxops._slicing.Plan` (new axes
+inserted, shrunk dims dropped), whose lowering (one `lax.slice`, `lax.rev`
+and reshape) and derivative (the same plan of the tangent; a `pad` in
+reverse mode) `jaxops._slicing` shares with Slice-8.
 
 Decisions where the StridedSlice-1 text and the OpenVINO runtime disagree, or
 both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
@@ -35,16 +16,15 @@ both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import operator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from jaxops import _common, _export
+from jaxops import _common, _export, _slicing
 from jaxops._common import (
   ArrayLike,
   IntSequence,
@@ -54,7 +34,6 @@ from jaxops._common import (
   op_error,
   shape_str,
 )
-from jaxops._linear import linear_custom_jvp
 
 OP = "StridedSlice-1"
 
@@ -65,23 +44,6 @@ _MASK_NAMES = (
   "shrink_axis_mask",
   "ellipsis_mask",
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-  """The static lowering of one slice spec on one data shape.
-
-  `start`, `limit` and `step` (all steps > 0) are the `lax.slice` arguments
-  per input dim; `reverse` the input dims to flip after slicing; `out_shape`
-  the final shape (new axes in, shrunk dims out).
-  """
-
-  data_shape: Shape
-  start: Shape
-  limit: Shape
-  step: Shape
-  reverse: Shape
-  out_shape: Shape
 
 
 def _mask(value: Any, m: int, name: str) -> tuple[int, ...]:
@@ -119,43 +81,7 @@ def _mask(value: Any, m: int, name: str) -> tuple[int, ...]:
   return (entries + (0,) * m)[:m]
 
 
-def _slice_dim(
-  size: int, b: int, e: int, k: int, begin_masked: bool, end_masked: bool
-) -> tuple[int, int, int, bool, int]:
-  """Resolves one sliced dim: (start, limit, step > 0, reversed, count).
-
-  Clamping follows the OpenVINO runtime: for k > 0 begin and end clamp into
-  [0, size]; for k < 0 begin clamps into [0, size - 1] -- a begin still
-  negative after adding size becomes 0 (docs/semantics.md#ss-8; Python
-  would make it -1 and return nothing) -- and end into [-1, size], -1 meaning
-  "before element 0".
-  """
-  if k > 0:
-    lo = 0 if begin_masked else (b + size if b < 0 else b)
-    hi = size if end_masked else (e + size if e < 0 else e)
-    lo, hi = min(max(lo, 0), size), min(max(hi, 0), size)
-    count = max(0, -(-(hi - lo) // k))
-    if count == 0:
-      return 0, 0, 1, False, 0
-    if count == 1:
-      return lo, lo + 1, 1, False, 1
-    return lo, lo + (count - 1) * k + 1, k, False, count
-  step = -k
-  first = size - 1 if begin_masked else (b + size if b < 0 else b)
-  stop = -1 if end_masked else (e + size if e < 0 else e)
-  first, stop = min(max(first, 0), size - 1), min(max(stop, -1), size)
-  count = max(0, -(-(first - stop) // step)) if size > 0 else 0
-  if count == 0:
-    return 0, 0, 1, False, 0
-  if count == 1:
-    # One element: the step is irrelevant, and may not fit XLA's int64 (a
-    # stride of -2**63 is a step of 2**63).
-    return first, first + 1, 1, False, 1
-  last = first - (count - 1) * step
-  return last, first + 1, step, True, count
-
-
-def _plan(
+def plan(
   data_shape: ShapeLike,
   begin: IntSequence,
   end: IntSequence,
@@ -165,7 +91,9 @@ def _plan(
   new_axis_mask: Mask = (),
   shrink_axis_mask: Mask = (),
   ellipsis_mask: Mask = (),
-) -> _Plan:
+) -> _slicing.Plan:
+  """The static lowering of a spec on `data_shape`, or the operator's
+  trace-time error."""
   data_shape = _common.static_shape(data_shape, OP, "data")
   begin = _common.static_int_tuple(begin, OP, "begin")
   end = _common.static_int_tuple(end, OP, "end")
@@ -254,7 +182,7 @@ def _plan(
           f"strides[{i}]=0: a stride must be nonzero where it is used "
           f"(strides={list(strides)})",
         )
-      lo, hi, k, flip, count = _slice_dim(
+      lo, hi, k, flip, count = _slicing.slice_dim(
         data_shape[dim],
         begin[i],
         end[i],
@@ -269,7 +197,7 @@ def _plan(
         reverse.append(dim)
       out_shape.append(count)
       dim += 1
-  return _Plan(
+  return _slicing.Plan(
     data_shape,
     tuple(start),
     tuple(limit),
@@ -298,7 +226,7 @@ def strided_slice_shape(
   ...                     begin_mask=[0, 1, 1], end_mask=[1, 1, 1])
   (1, 3, 4)
   """
-  return _plan(
+  return plan(
     data_shape,
     begin,
     end,
@@ -309,36 +237,6 @@ def strided_slice_shape(
     shrink_axis_mask,
     ellipsis_mask,
   ).out_shape
-
-
-def _apply(plan: _Plan, x: jax.Array) -> jax.Array:
-  if (
-    plan.start != (0,) * len(plan.start)
-    or plan.limit != plan.data_shape
-    or (any(k != 1 for k in plan.step))
-  ):
-    x = lax.slice(
-      x,
-      plan.start,
-      plan.limit,
-      None if all(k == 1 for k in plan.step) else plan.step,
-    )
-  if plan.reverse:
-    x = lax.rev(x, plan.reverse)
-  if x.shape != plan.out_shape:
-    x = lax.reshape(x, plan.out_shape)
-  return x
-
-
-# Linear in data: the tangent is the same plan applied to the tangent.
-_strided_slice = linear_custom_jvp(
-  _apply, nondiff_argnums=(0,), linear_argnums=(1,)
-)
-
-
-# One compiled executable per (plan, data type) on the eager path instead of
-# one per primitive; under an outer jit this is an inlined nested call.
-_strided_slice_jit = jax.jit(_strided_slice, static_argnums=0)
 
 
 def strided_slice(
@@ -420,7 +318,7 @@ def strided_slice(
   Implements OpenVINO StridedSlice-1.
   """
   if _export.active():
-    return _export.strided_slice(
+    return _exported(
       data,
       begin,
       end,
@@ -432,7 +330,7 @@ def strided_slice(
       ellipsis_mask,
     )
   data = jnp.asarray(data)
-  plan = _plan(
+  slice_plan = plan(
     data.shape,
     begin,
     end,
@@ -443,4 +341,44 @@ def strided_slice(
     shrink_axis_mask,
     ellipsis_mask,
   )
-  return _strided_slice_jit(plan, data)
+  return _slicing.apply(slice_plan, data)
+
+
+# Export primitive (docs/export.md#strided-slice) -----------------------------
+# `jaxops_strided_slice(data; batch_ndim, begin, end, strides, *masks)`: the
+# spec applied to `data.shape[batch_ndim:]` (leading dims come from `vmap`);
+# lowered to ONNX by jaxops/onnx/_strided_slice.py.
+
+SPEC_NAMES = ("begin", "end", "strides") + _MASK_NAMES
+
+
+def _export_impl(data, *, batch_ndim, **spec):
+  fn = functools.partial(strided_slice, **spec)
+  for _ in range(batch_ndim):
+    fn = jax.vmap(fn)
+  return _export.normal(fn, data)
+
+
+def _export_abstract(data, *, batch_ndim, **spec):
+  shape = _export.with_symbolic_dims(
+    lambda d: strided_slice_shape(d, **spec), [data.shape[batch_ndim:]], OP
+  )
+  return jax.core.ShapedArray(data.shape[:batch_ndim] + shape, data.dtype)
+
+
+def _export_batch(args, dims, *, batch_ndim, **spec):
+  (data,), (dim,) = args, dims
+  data = _export.move_to(data, dim, 0)
+  return strided_slice_p.bind(data, batch_ndim=batch_ndim + 1, **spec), 0
+
+
+strided_slice_p = _export.define_primitive(
+  "jaxops_strided_slice", _export_impl, _export_abstract, _export_batch
+)
+
+
+def _exported(data: Any, *spec: Any) -> jax.Array:
+  """`strided_slice` while exporting; `spec` in positional order."""
+  _export.validate(lambda d: strided_slice(d, *spec), data)
+  params = dict(zip(SPEC_NAMES, map(_export.hashable, spec)))
+  return strided_slice_p.bind(jnp.asarray(data), batch_ndim=0, **params)

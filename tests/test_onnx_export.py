@@ -814,7 +814,8 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     name for name in sys.modules if name.split(".")[0] == "jax2onnx"
   ] + ["jax2onnx"]:
     monkeypatch.setitem(sys.modules, name, None)  # "import ... halted"
-  monkeypatch.delitem(sys.modules, "jaxops._onnx_plugins", raising=False)
+  for name in [name for name in sys.modules if name.startswith("jaxops.onnx.")]:
+    monkeypatch.delitem(sys.modules, name)
   with pytest.raises(ImportError, match=r"pip install 'jaxops\[onnx\]'"):
     onnx_module.to_onnx(lambda x: x, np.zeros(2, np.float32))
 

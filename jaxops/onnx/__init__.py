@@ -1,9 +1,11 @@
 """Export functions that call jaxops operators to ONNX.
 
 `to_onnx(fn, *example_args)` traces `fn` with jax2onnx while every jaxops
-call in it binds its export primitive (`jaxops._export`), and lowers each such
-call to one ONNX node of its own kind: GatherND, GatherElements, ScatterND,
-or Slice plus at most one Squeeze/Unsqueeze/Reshape (`jaxops._onnx_plugins`).
+call in it binds its export primitive (`jaxops._export`; each operator's in
+its own module), and lowers each such call to one ONNX node of its own kind:
+GatherND, GatherElements, ScatterND, or Slice plus at most one
+Squeeze/Unsqueeze/Reshape (the lowerings: one module per operator in this
+package, `jaxops/onnx/_<operator>.py`).
 The rest of `fn` is lowered by jax2onnx as usual. The model runs in
 onnxruntime, and OpenVINO reads it (`openvino.convert_model`). Mapping,
 semantics of out-of-range indices and duplicates, and dtypes:
@@ -32,13 +34,21 @@ _MISSING = (
   "pip install 'jaxops[onnx]'"
 )
 _EXTRA_MODULES = ("jax2onnx", "onnx", "onnx_ir")
+# One lowering module per operator, each a jax2onnx plugin of its primitive.
+_LOWERINGS = (
+  "_gather_elements",
+  "_gather_nd",
+  "_scatter_nd_update",
+  "_strided_slice",
+)
 
 
 def _load_exporter() -> Any:
   """Imports the plugins and returns jax2onnx, or raises ImportError naming
   the extra."""
   try:
-    importlib.import_module("jaxops._onnx_plugins")
+    for lowering in _LOWERINGS:
+      importlib.import_module(f"{__name__}.{lowering}")
     return importlib.import_module("jax2onnx")
   except ImportError as e:
     missing = (getattr(e, "name", None) or "").split(".")[0]
