@@ -10,6 +10,7 @@ indices) are in docs/semantics.md.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -130,17 +131,117 @@ def canonicalize_axis(
   return axis % rank
 
 
+def as_data(value: Any, op: str, name: str = "data") -> jax.Array:
+  """`value` as a JAX array (`jnp.asarray`), or the operator's TypeError or
+  ValueError for what is not an array of numbers or bools: None, a string,
+  a ragged nested sequence, an object array, a `jax.ShapeDtypeStruct` (a
+  description of an array, which `jax.eval_shape` takes)."""
+  if isinstance(value, (jax.Array, jax.core.Tracer)):
+    return value
+  if isinstance(value, jax.ShapeDtypeStruct):
+    raise op_error(
+      op,
+      f"{name} must be an array, got {value}; trace the call with "
+      "jax.eval_shape for shapes alone",
+      TypeError,
+    )
+  if value is None or isinstance(value, (str, bytes)):
+    raise op_error(
+      op,
+      f"{name} must be an array, got {type(value).__name__} {value!r}",
+      TypeError,
+    )
+  try:
+    return jnp.asarray(value)
+  except (TypeError, ValueError) as error:
+    cause = error
+  try:
+    dtype = np.asarray(value).dtype
+  except ValueError:
+    raise op_error(
+      op,
+      f"{name} must be an array, got a ragged nested sequence ({cause})",
+    ) from cause
+  raise op_error(
+    op,
+    f"{name} must be an array of numbers or bools, got dtype {dtype} "
+    f"({type(value).__name__})",
+    TypeError,
+  ) from cause
+
+
 def as_indices(
   indices: Any, op: str, name: str = "indices"
 ) -> jax.Array | np.ndarray:
   """Turns Python lists into NumPy arrays and rejects non-integer dtypes.
 
   Arrays and tracers pass through unchanged, so concrete host indices can
-  still be bounds-checked without a device round trip.
+  still be bounds-checked without a device round trip. A list of Python ints
+  that NumPy makes float64 or object (values beyond int64) is uint64 when
+  that holds it; otherwise its first value beyond int64 (or uint64) is out of
+  range for every dim: an IndexError.
   """
-  indices = as_array_like(indices)
-  check_index_dtype(indices.dtype, op, name, shape=indices.shape)
-  return indices
+  array = as_array_like(indices)
+  if not isinstance(indices, (jax.Array, np.ndarray, jax.core.Tracer)):
+    array = _python_ints(indices, array, op, name)
+  check_index_dtype(array.dtype, op, name, shape=array.shape)
+  return array
+
+
+def _python_ints(value: Any, array: Any, op: str, name: str) -> Any:
+  """`array` (NumPy's for the Python `value`), as uint64 where it holds ints
+  only beyond int64, or an IndexError where no index dtype holds them."""
+  if array.dtype.kind not in "fO":
+    return array
+  try:
+    objects = np.array(value, dtype=object)
+  except ValueError:
+    return array  # Ragged: the dtype check names it.
+  flat = objects.reshape(-1).tolist()
+  if not flat or not all(type(v) is int for v in flat):
+    return array
+  uint64 = np.iinfo(np.uint64)
+  low, high = (0, uint64.max) if min(flat) >= 0 else (_INT64.min, _INT64.max)
+  for position, v in enumerate(flat):
+    if not low <= v <= high:
+      raise op_error(
+        op,
+        f"{name}{list(_unravel(position, objects.shape))}={v} is out of "
+        "range for every dim: no index dtype holds it (int64, or uint64 "
+        "for a list without negative values)",
+        IndexError,
+      )
+  return objects.astype(np.uint64)
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _unravel(position: int, shape: Sequence[int]) -> tuple[int, ...]:
+  """`np.unravel_index` for any rank (NumPy's stops at 64 dims)."""
+  out = []
+  for n in reversed(shape):
+    position, i = divmod(position, n)
+    out.append(i)
+  return tuple(reversed(out))
+
+
+def index_array(indices: Any) -> jax.Array:
+  """Indices as a JAX array, values beyond the dtype JAX gives them clamped.
+
+  With x64 off JAX narrows int64 and uint64 host arrays to 32 bits, which
+  wraps 2**32 + 1 around to 1, an in-range index. Clamped to the narrow
+  dtype's range instead, such a value stays out of range (every dim then
+  fits in int32), so each `mode` treats it as one: clip clamps it to the
+  last index as x64 mode does (docs/semantics.md#out-of-range).
+  """
+  array = as_array_like(indices)
+  if isinstance(array, np.ndarray) and array.dtype.kind in "iu":
+    narrow = jax.dtypes.canonicalize_dtype(array.dtype)
+    if narrow != array.dtype:
+      info, wide = np.iinfo(narrow), np.iinfo(array.dtype)
+      array = np.clip(array, max(info.min, wide.min), info.max).astype(narrow)
+  return jnp.asarray(array)
 
 
 def as_array_like(value: Any) -> jax.Array | np.ndarray:
@@ -208,8 +309,7 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
   if not unsigned:
     sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
     if sizes_arr.ndim:
-      # Explicit rank, so that jax_numpy_rank_promotion="raise" holds.
-      sizes_arr = sizes_arr.reshape((1,) * (indices.ndim - 1) + (-1,))
+      sizes_arr = along_last_axis(sizes_arr, indices.ndim)
     indices = jnp.where(indices < 0, indices + sizes_arr, indices)
   int32 = np.iinfo(np.int32)
   fits_int32 = all(s <= int32.max for s in np.atleast_1d(sizes).tolist())
@@ -224,6 +324,49 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
   return indices
 
 
+def batched_like(indices: jax.Array, data: jax.Array) -> jax.Array:
+  """`indices`, carrying `data`'s vmapped dims where `data` has them.
+
+  Outside `vmap`, and where `indices` are batched too, this is `indices`.
+  Under a `vmap` that batches `data` only, the indices are broadcast to the
+  batch, so that the gather that follows takes the batched path (the vmapped
+  dim a batching dim of operand and indices), as the equivalent call on one
+  more leading axis does. `lax.gather`'s own rule for a batched operand and
+  shared indices reads the batch as a slice window instead; its transpose is
+  a scatter-add of windows strided by a whole example, twice as slow on
+  XLA:CPU (docs/design.md#vmap-shared-indices). `data` is read for its
+  batching only: it is cut from the derivative.
+  """
+  return _batched_like(indices, lax.stop_gradient(data))
+
+
+@jax.custom_batching.custom_vmap
+def _batched_like(indices: jax.Array, data: jax.Array) -> jax.Array:
+  del data
+  return indices
+
+
+@_batched_like.def_vmap
+def _batched_like_rule(
+  axis_size: int, in_batched: Sequence[bool], indices: jax.Array, data: Any
+) -> tuple[jax.Array, bool]:
+  del data
+  if not in_batched[0]:
+    indices = jnp.broadcast_to(indices, (axis_size, *indices.shape))
+  return indices, True
+
+
+def along_last_axis(values: np.ndarray, ndim: int) -> Any:
+  """The 1-D `values` shaped `(1,) * (ndim - 1) + (k,)`, to combine with the
+  last axis of a rank-`ndim` array at an explicit rank (so that
+  `jax_numpy_rank_promotion="raise"` holds): a NumPy constant, or beyond
+  NumPy's 64 dims a JAX one (JAX arrays have more)."""
+  shape = (1,) * (ndim - 1) + values.shape
+  if ndim <= 64:
+    return values.reshape(shape)
+  return lax.broadcast_in_dim(values, shape, (ndim - 1,))
+
+
 def linear_index(
   indices: jax.Array, sizes: Sequence[int], dtype: Any
 ) -> jax.Array:
@@ -234,10 +377,8 @@ def linear_index(
   axis, never per-component slices (XLA:CPU emits those as strided scalar
   code inside a consuming gather's loop: docs/design.md#tried-gather-vector).
   """
-  k = len(sizes)
   strides = np.cumprod((1,) + tuple(sizes[:0:-1]))[::-1].astype(dtype)
-  lead = (1,) * (indices.ndim - 1)
-  terms = indices.astype(dtype) * strides.reshape(lead + (k,))
+  terms = indices.astype(dtype) * along_last_axis(strides, indices.ndim)
   return jnp.sum(terms, axis=-1, dtype=dtype)
 
 
@@ -253,9 +394,14 @@ def check_concrete_bounds(
   """
   if _is_tracer(indices):
     return
-  values = np.asarray(indices)
-  if values.size == 0:
+  shape = np.shape(indices)
+  if not math.prod(shape):
     return
+  # As (n, last) rows: NumPy arrays stop at 64 dims, JAX arrays do not.
+  rows = (-1, shape[-1]) if shape else (1, 1)
+  values = np.asarray(
+    jnp.reshape(indices, rows) if len(shape) > 64 else indices
+  ).reshape(rows)
   if np.issubdtype(values.dtype, np.unsignedinteger):
     # uint64 values above 2**63 would wrap negative as int64: compare them
     # unsigned (they are never negative, so only the upper bound applies).
@@ -267,22 +413,27 @@ def check_concrete_bounds(
     values = values.astype(np.int64)
     bad = (values < -sizes_arr) | (values >= sizes_arr)
   if bad.any():
-    position = tuple(int(p) for p in np.argwhere(bad)[0])
+    row, column = (int(p) for p in np.argwhere(bad)[0])
+    position = _unravel(row * values.shape[1] + column, shape)
+    size = np.broadcast_to(sizes_arr, values.shape[1:])[column]
     raise op_error(
       op,
-      f"{name}{list(position)}={values[position]} is out of range for "
-      f"a dim of size {np.broadcast_to(sizes_arr, values.shape)[position]} "
-      "(valid: [-s, s-1])",
+      f"{name}{list(position)}={values[row, column]} is out of range for "
+      f"a dim of size {size} (valid: [-s, s-1])",
       IndexError,
     )
 
 
-def static_fill_value(fill_value: Any, op: str) -> Any:
-  """Canonicalizes the `fill_value` of a gather to a hashable Python scalar.
+def static_fill_value(fill_value: Any, op: str, dtype: Any) -> Any:
+  """Canonicalizes the `fill_value` of a gather of `dtype` data to a hashable
+  Python scalar.
 
   XLA's gather takes the fill value as a static parameter, so it must be
-  concrete: None (the dtype's default), a Python or NumPy scalar, or a
-  one-element concrete array.
+  concrete: None (the dtype's default), or a Python or NumPy scalar number or
+  a one-element concrete array, of data's kind or a lower one (int < float <
+  complex; bool only for bool data; as `updates` in ScatterNDUpdate), whose
+  value data's dtype holds (TypeError or ValueError otherwise,
+  docs/semantics.md#out-of-range).
   """
   if fill_value is None:
     return None
@@ -292,15 +443,139 @@ def static_fill_value(fill_value: Any, op: str) -> Any:
       f"fill_value must be a static scalar, got a traced value {fill_value}",
       TypeError,
     )
-  array = np.asarray(fill_value)
-  if array.size != 1:
+  if isinstance(fill_value, (bool, int, float, complex)):
+    value, kind = fill_value, _python_kind(fill_value)
+  else:
+    try:
+      array = (
+        None if isinstance(fill_value, (str, bytes)) else np.asarray(fill_value)
+      )
+    except ValueError:
+      array = None
+    array_kind = None if array is None else _kind(array.dtype)
+    if array is None or array_kind is None:
+      raise op_error(
+        op,
+        f"fill_value must be a scalar number, got "
+        f"{type(fill_value).__name__} {fill_value!r}",
+        TypeError,
+      )
+    if array.size != 1:
+      raise op_error(
+        op,
+        f"fill_value must be a scalar, got an array of shape "
+        f"{shape_str(array.shape)}",
+        TypeError,
+      )
+    value, kind = array.reshape(()).item(), array_kind
+  check_fits(value, kind, dtype, op, f"fill_value={value!r}")
+  return value
+
+
+_KINDS = {"b": "a bool", "i": "an int", "f": "a float", "c": "a complex"}
+_KIND_ORDER = {"i": 0, "f": 1, "c": 2}
+
+
+def _kind(dtype: Any) -> str | None:
+  """ "b", "i" (signed or unsigned), "f" or "c" for a JAX dtype (bfloat16,
+  int4 and the float8 types included), None for what is not a number."""
+  for kind, category in (
+    ("b", jnp.bool_),
+    ("i", jnp.integer),
+    ("f", jnp.floating),
+    ("c", jnp.complexfloating),
+  ):
+    try:
+      if jnp.issubdtype(dtype, category):
+        return kind
+    except TypeError:
+      return None
+  return None
+
+
+def _python_kind(value: Any) -> str:
+  """The NumPy kind of a Python bool, int, float or complex."""
+  if isinstance(value, bool):
+    return "b"
+  if isinstance(value, int):
+    return "i"
+  return "f" if isinstance(value, float) else "c"
+
+
+def python_values(values: np.ndarray, dtype: Any, op: str, name: str) -> Any:
+  """Python numbers given for an array of `dtype`, as NumPy made them,
+  checked to fit `dtype` where their kind converts (`check_fits`).
+
+  Ints beyond 64 bits (an object array) become float64 for inexact `dtype`.
+  Returns `values`, or that float64 array.
+  """
+  target = np.dtype(dtype)
+  if values.dtype.kind == "O":
+    flat = values.reshape(-1).tolist()
+    if not flat or not all(type(v) is int for v in flat):
+      return values
+    for v in flat:
+      check_fits(v, "i", target, op, f"{name} value {v}")
+    return values.astype(np.float64)
+  kind, to_kind = _kind(values.dtype), _kind(target)
+  if kind not in _KIND_ORDER or to_kind not in _KIND_ORDER:
+    return values
+  if _KIND_ORDER[kind] > _KIND_ORDER[to_kind] or not values.size:
+    return values
+  if to_kind == "i":
+    info = jnp.iinfo(target)
+    bad = (values < info.min) | (values > info.max)
+  else:
+    with np.errstate(over="ignore", invalid="ignore"):
+      cast = values.astype(target)
+    bad = np.isfinite(values) & ~np.isfinite(cast)
+  if bad.any():
+    v = values.reshape(-1)[int(np.argmax(bad.reshape(-1)))].item()
+    raise op_error(
+      op, f"{name} value {v} does not fit data dtype {target.name}"
+    )
+  return values
+
+
+def check_fits(value: Any, kind: str, dtype: Any, op: str, what: str) -> None:
+  """Raises unless `dtype` holds the scalar `value` of NumPy kind `kind`.
+
+  The kind must be `dtype`'s or a lower one (int < float < complex; bool
+  only for bool, a TypeError), and the value representable: ints in range,
+  finite numbers finite (a ValueError).
+  """
+  target = np.dtype(dtype)
+  name = target.name
+  to_kind = _kind(target)
+  if to_kind is None:
+    return
+  if (kind == "b") != (to_kind == "b") or (
+    kind != "b" and _KIND_ORDER[kind] > _KIND_ORDER[to_kind]
+  ):
     raise op_error(
       op,
-      f"fill_value must be a scalar, got an array of shape "
-      f"{shape_str(array.shape)}",
+      f"{what} ({_KINDS[kind]}) cannot fill {name} data without changing kind",
       TypeError,
     )
-  return array.reshape(()).item()
+  if to_kind == "i":
+    info = jnp.iinfo(target)
+    fits = info.min <= value <= info.max
+  elif to_kind != "b":
+    parts = (value.real, value.imag) if kind == "c" else (value,)
+    part_dtype = np.finfo(target).dtype if to_kind == "c" else target
+    fits = True
+    for part in parts:
+      try:
+        finite = math.isfinite(part)
+      except OverflowError:  # An int beyond float64.
+        finite, part = True, math.inf
+      with np.errstate(over="ignore"):
+        cast = np.asarray(float(part) if finite else part).astype(part_dtype)
+      fits = fits and (not finite or bool(np.isfinite(cast)))
+  else:
+    fits = True
+  if not fits:
+    raise op_error(op, f"{what} does not fit data dtype {name}")
 
 
 def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:

@@ -207,7 +207,7 @@ def abstract_eval(
 
 def index_array(indices: Any) -> jax.Array:
   """Indices as a JAX array, lists and NumPy arrays included."""
-  return jnp.asarray(_common.as_array_like(indices))
+  return _common.index_array(indices)
 
 
 def hashable(value: Any) -> Any:

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops._common import fill_value_or_default, linear_index
+from jaxops._common import along_last_axis, fill_value_or_default, linear_index
 
 FILL = lax.GatherScatterMode.FILL_OR_DROP
 
@@ -130,7 +130,7 @@ def _rows(
   # compiled, and one flop where the compare and its conversion are two,
   # which keeps small gathers on XLA:CPU's inline path). Dividing by a vector
   # of different sizes compiles to real divisions: 2.5x slower.
-  sizes_arr = np.asarray(sizes, unsigned).reshape((1,) * (u.ndim - 1) + (k,))
+  sizes_arr = along_last_axis(np.asarray(sizes, unsigned), u.ndim)
   if k == 1:
     out_of_range = u[..., 0] // sizes_arr[..., 0]
   else:

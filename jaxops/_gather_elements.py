@@ -168,17 +168,17 @@ def gather_elements(
   """
   if _export.active():
     return _exported(data, indices, axis, mode, fill_value)
-  data = jnp.asarray(data)
+  data = _common.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   gather_elements_shape(data.shape, indices.shape, axis)
   a = _common.canonicalize_axis(axis, data.ndim, OP)
   gather_mode = _common.canonicalize_mode(
     mode, OP, ("fill", "clip", "promise_in_bounds")
   )
-  fill_value = _common.static_fill_value(fill_value, OP)
+  fill_value = _common.static_fill_value(fill_value, OP, data.dtype)
   _common.check_concrete_bounds(indices, data.shape[a], OP)
   return _prepare_and_gather(
-    data, jnp.asarray(indices), a, gather_mode, fill_value
+    data, _common.index_array(indices), a, gather_mode, fill_value
   )
 
 
@@ -193,6 +193,7 @@ def _prepare_and_gather(data, indices, axis, mode, fill_value):
     indices = _checks.checked_gather_indices(
       indices[..., None], data.shape, (axis,)
     )[..., 0]
+  indices = _common.batched_like(indices, data)
   return _gather_elements(data, indices, axis, mode, fill_value, False)
 
 
@@ -249,5 +250,5 @@ def _exported(
     indices,
     axis=a,
     mode=mode,
-    fill_value=_common.static_fill_value(fill_value, OP),
+    fill_value=_common.static_fill_value(fill_value, OP, data.dtype),
   )

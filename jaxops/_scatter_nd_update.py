@@ -106,6 +106,8 @@ def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
     else not is_array
   )
   updates = _common.as_array_like(updates)
+  if not is_array:
+    updates = _common.python_values(updates, dtype, OP, "updates")
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
   if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
     if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
@@ -279,7 +281,7 @@ def scatter_nd_update(
   """
   if _export.active():
     return _exported(data, indices, updates, mode, unique_indices)
-  data = jnp.asarray(data)
+  data = _common.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)
   scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
@@ -310,7 +312,10 @@ def scatter_nd_update(
   if not unique_indices and n > 1:
     strategy = _strategy or _duplicates.choose_strategy(n, sizes)
   indices = _scatter_indices(
-    jnp.reshape(jnp.asarray(indices), (n, k)), sizes, scatter_mode, strategy
+    jnp.reshape(_common.index_array(indices), (n, k)),
+    sizes,
+    scatter_mode,
+    strategy,
   )
   # Redirected tuples must be dropped; clipped or promised ones are in range.
   final_mode = (

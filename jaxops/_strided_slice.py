@@ -329,7 +329,7 @@ def strided_slice(
       shrink_axis_mask,
       ellipsis_mask,
     )
-  data = jnp.asarray(data)
+  data = _common.as_data(data, OP)
   slice_plan = plan(
     data.shape,
     begin,

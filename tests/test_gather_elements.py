@@ -10,6 +10,7 @@ Expected values come from the spec text or from
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 
@@ -252,10 +253,41 @@ BAD_CALLS = {
 }
 
 
+# Bad input a demanding new user tries: what is not an array, fill values data
+# cannot hold (every index in range, so no lowering decides), index lists no
+# int64 array holds.
+BAD_CALLS |= {
+  f"data_{name}": (
+    lambda value=value: jaxops.gather_elements(value, [[0]]),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (value, exc, regex) in rejections.BAD_DATA.items()
+}
+BAD_CALLS |= {
+  f"fill_value_{name}": (
+    lambda dtype=dtype, fill=fill: jaxops.gather_elements(
+      np.zeros((2, 3), dtype), np.array([[1, 0, 1]]), fill_value=fill
+    ),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
+}
+BAD_CALLS |= {
+  f"index_list_{name}": (
+    lambda indices=indices: jaxops.gather_elements(np.zeros((2, 1)), indices),
+    IndexError,
+    regex.removeprefix("^"),
+  )
+  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+}
+
+
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
   call, exc, regex = BAD_CALLS[name]
-  rejections.assert_op_error(OP, exc, "^" + regex, call)
+  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
 
 
 # ---------------------------------------------------------------------------
@@ -690,3 +722,19 @@ def test_property_matches_numpy(seed, dtype, index_dtype):
     expected,
     case.describe(),
   )
+
+
+# NumPy arrays have at most 64 dims; JAX's more, and so do the operators'
+# inputs (the index work never makes a NumPy array of an input's rank).
+@pytest.mark.parametrize("mode", ["fill", "clip"])
+@pytest.mark.parametrize("rank", [64, 65])
+def test_rank_64_and_65(rank, mode):
+  data = jnp.arange(2, dtype=jnp.float32).reshape((2,) + (1,) * (rank - 1))
+  indices = jnp.ones((1,) * rank, jnp.int32)
+  eager = functools.partial(jaxops.gather_elements, mode=mode)
+  for call in (eager, jax.jit(eager)):
+    out = call(data, indices)
+    assert out.shape == indices.shape
+    assert_same(out.reshape(-1), np.array([1], np.float32))
+  grad = jax.grad(lambda d: jaxops.gather_elements(d, indices).sum())(data)
+  assert_same(grad.reshape(-1), np.array([0, 1], np.float32))

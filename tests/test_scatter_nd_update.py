@@ -200,6 +200,112 @@ def test_bad_inputs_raise_at_trace_time(name):
   )
 
 
+# Bad input a demanding new user tries, eagerly and under jit: what is not an
+# array, Python ints that data's dtype does not hold, index lists no int64
+# array holds. (data, indices, updates, exception, message regex).
+BAD_CALLS = {
+  **{
+    f"data_{name}": (value, [[0]], np.ones(1, np.float32), exc, regex)
+    for name, (value, exc, regex) in rejections.BAD_DATA.items()
+  },
+  "python_int_1000_into_int8": (
+    np.zeros(3, np.int8),
+    [[0]],
+    [1000],
+    ValueError,
+    r"^updates value 1000 does not fit data dtype int8",
+  ),
+  "python_int_minus1_into_uint8": (
+    np.zeros(3, np.uint8),
+    [[0]],
+    [-1],
+    ValueError,
+    r"^updates value -1 does not fit data dtype uint8",
+  ),
+  "python_int_2**40_into_int32": (
+    np.zeros(3, np.int32),
+    [[0]],
+    [2**40],
+    ValueError,
+    r"^updates value 1099511627776 does not fit data dtype int32",
+  ),
+  "python_int_2**40_scalar_into_int32": (
+    np.zeros(3, np.int32),
+    [0],
+    2**40,
+    ValueError,
+    r"^updates value 1099511627776 does not fit data dtype int32",
+  ),
+  "python_int_2**64_into_int32": (
+    np.zeros(3, np.int32),
+    [[0]],
+    [2**64],
+    ValueError,
+    r"^updates value 18446744073709551616 does not fit data dtype int32",
+  ),
+  "python_int_2**200_into_float32": (
+    np.zeros(3, np.float32),
+    [[0]],
+    [2**200],
+    ValueError,
+    r"^updates value 1606938044258990275541962092341162602522202993782792835"
+    r"301376 does not fit data dtype float32",
+  ),
+  **{
+    f"index_list_{name}": (
+      np.zeros(2, np.float32),
+      indices,
+      np.ones(len(indices), np.float32),
+      IndexError,
+      regex,
+    )
+    for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+  },
+}
+
+
+@pytest.mark.parametrize("mode", ["drop", "clip"])
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_bad_call(name, mode):
+  data, indices, updates, exc, pattern = BAD_CALLS[name]
+  rejections.assert_rejected_call(
+    OP,
+    exc,
+    pattern,
+    lambda: jaxops.scatter_nd_update(data, indices, updates, mode=mode),
+  )
+
+
+# Index values beyond int32 from the host, which x32 mode narrows: clip mode
+# clamps them into range as x64 mode does, never wraps them (2**32 + 1 must
+# not write at 1). (indices, dtype, the position written).
+CLIP_BEYOND_INT32 = {
+  "2**32+1": (2**32 + 1, np.int64, 2),
+  "2**31": (2**31, np.int64, 2),
+  "-2**31-1": (-(2**31) - 1, np.int64, 0),
+  "-2**63": (-(2**63), np.int64, 0),
+  "uint64_2**32+1": (2**32 + 1, np.uint64, 2),
+  "uint64_2**63": (2**63, np.uint64, 2),
+  "python_2**63": (2**63, None, 2),
+}
+
+
+@pytest.mark.parametrize("name", CLIP_BEYOND_INT32)
+def test_clip_clamps_host_indices_beyond_int32(name):
+  value, dtype, written = CLIP_BEYOND_INT32[name]
+  indices = [[1, value]] if dtype is None else np.array([[1, value]], dtype)
+  expected = np.zeros((2, 3), np.float32)
+  expected[1, written] = 7
+
+  def call():
+    return jaxops.scatter_nd_update(
+      np.zeros((2, 3), np.float32), indices, [7.0], mode="clip"
+    )
+
+  assert_same(call(), expected, name)
+  assert_same(jax.jit(call)(), expected, name)
+
+
 def test_python_float_list_into_int_data_is_rejected():
   with pytest.raises(
     TypeError,
@@ -888,3 +994,15 @@ def test_integer_data_gets_float0_tangents():
     allow_int=True,
   )(data, indices, np.array([7], np.int32))
   assert all(g.dtype == jax.dtypes.float0 for g in grads)
+
+
+# NumPy arrays have at most 64 dims; JAX's more, and so do the operators'
+# inputs (the index work never makes a NumPy array of an input's rank).
+@pytest.mark.parametrize("rank", [64, 65])
+def test_rank_64_and_65(rank):
+  data = jnp.zeros((2,) + (1,) * (rank - 1), jnp.float32)
+  updates = jnp.ones((1,) * rank, jnp.float32)
+  for call in (jaxops.scatter_nd_update, jax.jit(jaxops.scatter_nd_update)):
+    out = call(data, jnp.ones((1, 1), jnp.int32), updates)
+    assert out.shape == data.shape
+    assert_same(out.reshape(-1), np.array([0, 1], np.float32))

@@ -344,6 +344,14 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.parametrize("name", rejections.BAD_DATA)
+def test_bad_data_raises_with_message(name):
+  value, exc, pattern = rejections.BAD_DATA[name]
+  rejections.assert_rejected_call(
+    "StridedSlice-1", exc, pattern, lambda: ss(value, [0], [1], [1])
+  )
+
+
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_input_raises_with_message(name):
   shape, args, kwargs, exc, pattern = BAD_INPUTS[name]
@@ -716,3 +724,14 @@ def test_matches_numpy_basic_indexing(case):
   begin, end, strides, masks = _to_spec(index, as_bitfields)
   assert_same(ss(x, begin, end, strides, **masks), want)
   assert shapes.strided_slice(shape, begin, end, strides, **masks) == want.shape
+
+
+# NumPy arrays have at most 64 dims; JAX's more, and so do the operators'
+# inputs.
+@pytest.mark.parametrize("rank", [64, 65])
+def test_rank_64_and_65(rank):
+  data = jnp.arange(2, dtype=jnp.float32).reshape((2,) + (1,) * (rank - 1))
+  for call in (ss, jax.jit(ss, static_argnums=(1, 2, 3))):
+    out = call(data, (1,), (2,), (1,))
+    assert out.shape == (1,) * rank
+    assert_same(out.reshape(-1), np.array([1], np.float32))
