@@ -37,7 +37,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from jaxops import _common
+from jaxops import _values
 from jaxops._common import op_error
 
 _STATE_NAME = "jaxops_onnx_export_state"
@@ -207,7 +207,7 @@ def abstract_eval(
 
 def index_array(indices: Any) -> jax.Array:
   """Indices as a JAX array, lists and NumPy arrays included."""
-  return _common.index_array(indices)
+  return _values.index_array(indices)
 
 
 def hashable(value: Any) -> Any:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _checks, _common, _export, _fill
+from jaxops import _checks, _common, _export, _fill, _values
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -168,17 +168,17 @@ def gather_elements(
   """
   if _export.active():
     return _exported(data, indices, axis, mode, fill_value)
-  data = _common.as_data(data, OP)
+  data = _values.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   gather_elements_shape(data.shape, indices.shape, axis)
   a = _common.canonicalize_axis(axis, data.ndim, OP)
   gather_mode = _common.canonicalize_mode(
     mode, OP, ("fill", "clip", "promise_in_bounds")
   )
-  fill_value = _common.static_fill_value(fill_value, OP, data.dtype)
+  fill_value = _values.static_fill_value(fill_value, OP, data.dtype)
   _common.check_concrete_bounds(indices, data.shape[a], OP)
   return _prepare_and_gather(
-    data, _common.index_array(indices), a, gather_mode, fill_value
+    data, _values.index_array(indices), a, gather_mode, fill_value
   )
 
 
@@ -250,5 +250,5 @@ def _exported(
     indices,
     axis=a,
     mode=mode,
-    fill_value=_common.static_fill_value(fill_value, OP, data.dtype),
+    fill_value=_values.static_fill_value(fill_value, OP, data.dtype),
   )

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _checks, _common, _export, _fill
+from jaxops import _checks, _common, _export, _fill, _values
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -190,18 +190,18 @@ def gather_nd(
   """
   if _export.active():
     return _exported(data, indices, batch_dims, mode, fill_value)
-  data = _common.as_data(data, OP)
+  data = _values.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   b = _common.static_int(batch_dims, OP, "batch_dims")
   gather_nd_shape(data.shape, indices.shape, b)
   gather_mode = _common.canonicalize_mode(
     mode, OP, ("fill", "clip", "promise_in_bounds")
   )
-  fill_value = _common.static_fill_value(fill_value, OP, data.dtype)
+  fill_value = _values.static_fill_value(fill_value, OP, data.dtype)
   k = indices.shape[-1]
   _common.check_concrete_bounds(indices, data.shape[b : b + k], OP)
   return _prepare_and_gather(
-    data, _common.index_array(indices), b, gather_mode, fill_value
+    data, _values.index_array(indices), b, gather_mode, fill_value
   )
 
 
@@ -295,5 +295,5 @@ def _exported(
     indices,
     batch_dims=b,
     mode=mode,
-    fill_value=_common.static_fill_value(fill_value, OP, data.dtype),
+    fill_value=_values.static_fill_value(fill_value, OP, data.dtype),
   )

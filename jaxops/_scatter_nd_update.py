@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common, _duplicates, _export
+from jaxops import _checks, _common, _duplicates, _export, _values
 from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
 from jaxops._linear import linear_custom_jvp
 
@@ -107,7 +107,7 @@ def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
   )
   updates = _common.as_array_like(updates)
   if not is_array:
-    updates = _common.python_values(updates, dtype, OP, "updates")
+    updates = _values.python_values(updates, dtype, OP, "updates")
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
   if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
     if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
@@ -281,7 +281,7 @@ def scatter_nd_update(
   """
   if _export.active():
     return _exported(data, indices, updates, mode, unique_indices)
-  data = _common.as_data(data, OP)
+  data = _values.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   updates = _as_updates(updates, data.dtype)
   scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
@@ -312,7 +312,7 @@ def scatter_nd_update(
   if not unique_indices and n > 1:
     strategy = _strategy or _duplicates.choose_strategy(n, sizes)
   indices = _scatter_indices(
-    jnp.reshape(_common.index_array(indices), (n, k)),
+    jnp.reshape(_values.index_array(indices), (n, k)),
     sizes,
     scatter_mode,
     strategy,

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxops import _common, _export, _slicing
+from jaxops import _common, _export, _slicing, _values
 from jaxops._common import (
   ArrayLike,
   IntSequence,
@@ -329,7 +329,7 @@ def strided_slice(
       shrink_axis_mask,
       ellipsis_mask,
     )
-  data = _common.as_data(data, OP)
+  data = _values.as_data(data, OP)
   slice_plan = plan(
     data.shape,
     begin,
