@@ -150,8 +150,9 @@ def gather_elements(
       outside `data`), `"clip"` or `"promise_in_bounds"`, as in
       `jaxops.gather_nd`. Concrete indices are checked eagerly
       (`IndexError`); `checkify.index_checks` reports traced ones.
-    fill_value: static scalar for out-of-range reads with `mode="fill"`
-      (default as in `jnp.take`: NaN for inexact dtypes).
+    fill_value: static scalar for out-of-range reads with `mode="fill"`,
+      as in `jaxops.gather_nd` (default as in `jnp.take`: NaN for inexact
+      dtypes).
 
   Returns:
     Array of shape `indices.shape` and data's dtype.

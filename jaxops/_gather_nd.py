@@ -171,7 +171,9 @@ def gather_nd(
       (non-traced) indices are checked eagerly and raise `IndexError`, and
       `jax.experimental.checkify` with `checkify.index_checks` reports traced
       ones.
-    fill_value: static scalar for out-of-range reads with `mode="fill"`;
+    fill_value: static scalar for out-of-range reads with `mode="fill"`, of
+      data's kind or a lower one (int < float < complex; bool for bool) and
+      a value data's dtype holds (TypeError / ValueError otherwise);
       defaults to NaN for inexact dtypes, the minimum of signed ints, the
       maximum of unsigned ints and True for bool (as in `jnp.take`).
 
