@@ -161,6 +161,8 @@ def python_values(values: np.ndarray, dtype: Any, op: str, name: str) -> Any:
   Ints beyond 64 bits (an object array) become float64 for inexact `dtype`.
   Returns `values`, or that float64 array.
   """
+  if not isinstance(values, np.ndarray):
+    return values  # A list holding tracers: its values are not known.
   target = np.dtype(dtype)
   if values.dtype.kind == "O":
     flat = values.reshape(-1).tolist()
