@@ -17,7 +17,8 @@ Decided (docs/design.md#safe-defaults-decided): last wins by construction;
 XLA's scatter order is not relied on, on any backend, although an exact,
 order-independent repeat test costs at least 1.35x a donated element update
 on XLA:CPU. Sorted indices prove themselves unique in one adjacent compare
-(`sorted_unique`), which runs in front of every repeat test.
+(`sorted_unique`), which runs in front of every search but the coordinate
+sort.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ class Search(enum.Enum):
 
 
 class RepeatTest(enum.Enum):
-  """The exact test that lets unique indices skip a search. Any test but
-  NONE runs behind the order test (`sorted_unique`), which proves sorted
-  unique indices in one pass."""
+  """The exact test that lets unique indices skip a search. Every search
+  but COLUMNS runs behind the order test (`sorted_unique`) first, which
+  proves sorted unique indices in one pass."""
 
   NONE = "none"
   BITMAP = "bitmap"
@@ -179,10 +180,10 @@ def winners(
     search = functools.partial(
       _sorted_search, search=strategy.search, key_dtype=strategy.key_dtype
     )
-  if strategy.repeat_test is RepeatTest.NONE:
-    return search(target, positions) & in_bounds
 
-  def tested(target):
+  def exact(target):
+    if strategy.repeat_test is RepeatTest.NONE:
+      return search(target, positions)
     if strategy.repeat_test is RepeatTest.SORT:
       return search(target, positions, slots=slots)
     # Out-of-range tuples take distinct slots past the end, so the count to
@@ -192,9 +193,10 @@ def winners(
     return lax.cond(repeats, search, _all_win, target, positions)
 
   # Sorted indices prove themselves unique in one pass over the targets, far
-  # cheaper than the bitmap or the sort (docs/design.md#order-test).
+  # cheaper than the bitmap, the sort or even a small table, which costs a
+  # fill, a scatter and a gather (docs/design.md#order-test).
   unproved = any_in_batch(~sorted_unique(target, slots))
-  return lax.cond(unproved, tested, _all_win, target) & in_bounds
+  return lax.cond(unproved, exact, _all_win, target) & in_bounds
 
 
 def _all_win(target: jax.Array, *_) -> jax.Array:
