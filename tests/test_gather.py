@@ -733,7 +733,7 @@ def test_integer_data_has_float0_tangent():
 # under jit.
 
 
-@hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
+@hypothesis.settings(max_examples=15, deadline=None, derandomize=True)
 @hypothesis.given(
   seed=st.integers(0, 2**32 - 1),
   dtype=st.sampled_from([np.float32, np.int8, np.bool_, np.complex64]),
@@ -761,7 +761,7 @@ def test_matches_jnp_take_in_range():
   """In range, Gather-8 with batch_dims=0 is `jnp.take`."""
   rng = np.random.default_rng(9)
   data = gen.random_values(rng, (3, 4, 5), np.float32)
-  for axis, shape in itertools.product(range(-3, 3), [(), (2,), (2, 3)]):
+  for axis, shape in itertools.product((-3, -1, 1), [(), (2, 3)]):
     indices = gen.random_indices(rng, data.shape[axis], shape)
     assert_same(
       jaxops.gather(data, indices, axis),
