@@ -3,7 +3,7 @@
 Semantics and errata: docs/semantics.md#gather (out-of-range indices read
 zeros, the spec's rule and the default: #gather-out-of-range; why the default
 fill value is 0 where GatherND's is NaN: #gather-fill; errata G-1, G-2;
-runtime bugs RT-8, RT-9). The lowering is one `lax.gather`: the
+runtime bugs RT-8, RT-9, RT-11). The lowering is one `lax.gather`: the
 `batch_dims` leading dims are XLA batching dims of data and indices (as in
 GatherND), `axis` the one collapsed, indexed dim, and the dims of data
 between them and after `axis` offset dims (docs/design.md#lowering-gather).
