@@ -434,6 +434,47 @@ def run_case(
   return record
 
 
+class _LineProgress:
+  """The part of tqdm's interface `main` uses, as one line per finished case:
+  what `python -m bench > log 2>&1` should read (tqdm's bar would be one
+  line of carriage returns)."""
+
+  def __init__(self, total: int, file: Any):
+    self.total, self.file = total, file
+    self.done, self.status = 0, ""
+    self.start = time.perf_counter()
+
+  def __enter__(self) -> _LineProgress:
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    return None
+
+  def set_postfix_str(self, status: str) -> None:
+    self.status = status
+
+  def update(self, n: int = 1) -> None:
+    self.done += n
+    elapsed = time.perf_counter() - self.start
+    print(
+      f"bench: {self.done}/{self.total} cases, {elapsed:.0f} s: {self.status}",
+      file=self.file,
+      flush=True,
+    )
+
+
+def progress_bar(total: int, file: Any) -> Any:
+  """A tqdm bar over `total` cases on a terminal, one line per case
+  elsewhere."""
+  if not file.isatty():
+    return _LineProgress(total, file)
+  from tqdm import tqdm
+
+  return tqdm(
+    total=total, desc="bench", unit="case", file=file, dynamic_ncols=True
+  )
+
+
 def _reference_paths(mode: str) -> tuple[str, str]:
   stem = "RESULTS" if mode == "system" else f"RESULTS-{mode}"
   return (
@@ -469,8 +510,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.execve(
       sys.executable, [sys.executable, "-m", "bench", *argv], env_restart
     )
-  from tqdm import tqdm
-
   os.makedirs(args.out, exist_ok=True)
   # Import the peer runtimes before JAX starts its threads: one of them forks
   # a helper process at import, which JAX warns may deadlock.
@@ -495,13 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     md_path = os.path.join(args.out, "results.md")
   start = time.perf_counter()
   failure = None
-  with tqdm(
-    total=len(cases),
-    desc="bench",
-    unit="case",
-    file=sys.stderr,
-    dynamic_ncols=True,
-  ) as progress:
+  with progress_bar(len(cases), sys.stderr) as progress:
     for case in cases:
       try:
         results["cases"].append(run_case(case, args, bw, progress))

@@ -258,7 +258,10 @@ def _defaults_table(results: dict) -> list[str]:
     "",
     "The default out-of-range handling (gathers: fill) and duplicate "
     "resolution (ScatterNDUpdate) against the cheaper opt-outs, on "
-    "in-range, unique indices where both give the same bits.",
+    "in-range, unique indices where both give the same bits. "
+    "ScatterNDUpdate's floor: on XLA:CPU an exact, order-independent "
+    "repeat test costs at least 1.35x a donated element update "
+    "(docs/design.md#safe-defaults-decided); sorted indices skip it.",
     "",
     "| case | ratio | default | opt-out | default/opt-out |",
     "|---|---|---|---|---|",

@@ -11,11 +11,20 @@ from the spec texts: docs/semantics.md.
 (30, 2, 3, 35)
 """
 
+from jaxops._gather import gather_shape as gather
 from jaxops._gather_elements import gather_elements_shape as gather_elements
 from jaxops._gather_nd import gather_nd_shape as gather_nd
 from jaxops._scatter_nd_update import (
   scatter_nd_update_shape as scatter_nd_update,
 )
+from jaxops._slice import slice_shape as slice
 from jaxops._strided_slice import strided_slice_shape as strided_slice
 
-__all__ = ["gather_elements", "gather_nd", "scatter_nd_update", "strided_slice"]
+__all__ = [
+  "gather",
+  "gather_elements",
+  "gather_nd",
+  "scatter_nd_update",
+  "slice",
+  "strided_slice",
+]

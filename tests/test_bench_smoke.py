@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -263,6 +264,22 @@ def test_bit_exact_gate_fails_loudly():
     harness.check_bit_exact(case, outputs)
   outputs["plain"] = ("fwd", [np.array([1.0, 2.0], np.float32)])
   assert harness.check_bit_exact(case, outputs)[0]["result"] == "bit-exact"
+
+
+def test_progress_in_a_log_is_one_line_per_case():
+  """Not a terminal (`python -m bench > log 2>&1`): no tqdm bar."""
+  from bench import cli
+
+  log = io.StringIO()
+  with cli.progress_bar(2, log) as progress:
+    for key in ("op/a", "op/b"):
+      progress.set_postfix_str(f"{key}: timing 3 variants")
+      progress.update()
+  assert "\r" not in log.getvalue()
+  lines = log.getvalue().splitlines()
+  assert len(lines) == 2
+  assert lines[1].startswith("bench: 2/2 cases, ")
+  assert lines[1].endswith("s: op/b: timing 3 variants")
 
 
 def test_allocator_restart_environment(tmp_path, monkeypatch):

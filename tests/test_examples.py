@@ -57,9 +57,13 @@ def _execute(name: str) -> dict[str, object]:
       check=False,
     )
   except subprocess.TimeoutExpired as e:
+    # The partial output of a timed-out run is bytes even with text=True.
+    partial = e.stdout or b""
     return {
       "returncode": None,
-      "stdout": e.stdout or "",
+      "stdout": partial.decode(errors="replace")
+      if isinstance(partial, bytes)
+      else partial,
       "stderr": f"timed out after {TIMEOUT_S} s",
       "seconds": TIMEOUT_S,
     }

@@ -509,12 +509,17 @@ REPEAT_TESTED = [
 ]
 
 
+def _resolve(strategy):
+  """A strategy given by its name in STRATEGIES, or as itself."""
+  return STRATEGIES[strategy] if isinstance(strategy, str) else strategy
+
+
 def _update(strategy, **kwargs):
-  """A fresh jitted scatter_nd_update with the named strategy forced (a
-  fresh function, so that jit does not reuse another strategy's trace)."""
+  """A fresh jitted scatter_nd_update with the strategy forced (a fresh
+  function, so that jit does not reuse another strategy's trace)."""
   return jax.jit(
     lambda d, i, u: jaxops.scatter_nd_update(
-      d, i, u, _strategy=STRATEGIES[strategy], **kwargs
+      d, i, u, _strategy=_resolve(strategy), **kwargs
     )
   )
 
@@ -602,26 +607,37 @@ def test_duplicates_last_wins_every_strategy(strategy, data_shape, lead, k):
   _check_against_loop(strategy, data, indices, updates, rng)
 
 
-def _check_against_loop(strategy, data, indices, updates, rng):
+@functools.cache
+def _checked_forms(strategy):
+  """The jitted drop and clip forms and d/d updates of one strategy, built
+  once so that cases of equal shapes reuse their compilations."""
+  update = functools.partial(jaxops.scatter_nd_update, _strategy=strategy)
+  grad_u = jax.grad(lambda u, d, i, c: jnp.sum(update(d, i, u) * c))
+  clip = functools.partial(update, mode="clip")
+  return jax.jit(update), jax.jit(clip), jax.jit(grad_u)
+
+
+def _check_against_loop(strategy, data, indices, updates, rng, context=""):
   """Values (drop and clip) and d/d updates against the in-order NumPy loop."""
-  out = _update(strategy)(data, indices, updates)
-  assert_same(out, np_scatter_nd_update(data, indices, updates))
+  drop, clip, grad_u = _checked_forms(_resolve(strategy))
   assert_same(
-    _update(strategy, mode="clip")(data, indices, updates),
+    drop(data, indices, updates),
+    np_scatter_nd_update(data, indices, updates),
+    context,
+  )
+  assert_same(
+    clip(data, indices, updates),
     np_scatter_nd_update(data, indices, updates, "clip"),
+    context,
   )
   # XLA on CPU happens to apply even a "unique" scatter in order, so values
   # alone cannot tell a broken winner search; the losers' zero gradients can.
   cotangent = rng.standard_normal(data.shape).astype(data.dtype)
-  grad_u = jax.jit(
-    jax.grad(
-      lambda u, i: jnp.sum(
-        jaxops.scatter_nd_update(data, i, u, _strategy=STRATEGIES[strategy])
-        * cotangent
-      )
-    )
-  )(updates, indices)
-  assert_same(grad_u, _expected_updates_grad(indices, cotangent))
+  assert_same(
+    grad_u(updates, data, indices, cotangent),
+    _expected_updates_grad(indices, cotangent),
+    context,
+  )
 
 
 def _repeat_case(rng, kind, data_shape=(5, 4, 3), n=12, k=2):
@@ -775,6 +791,134 @@ def test_searches_under_vmap_mixed_batch(strategy):
   if STRATEGIES[strategy].repeat_test is not dup.RepeatTest.NONE:
     jaxpr = jax.make_jaxpr(jax.vmap(update))(data, indices, updates)
     assert "cond[" in str(jaxpr), jaxpr
+
+
+# --- sorted indices: the adjacent-compare test in front of the repeat tests
+
+# kind: (flat targets into the (5, 4) indexed dims, None for an out-of-range
+#  tuple; whether the sorted test proves them unique under "drop")
+SORTED_KINDS = {
+  "sorted_unique": ([0, 2, 3, 7, 8, 9, 13, 15, 16, 19], True),
+  "sorted_with_repeats": ([0, 2, 2, 7, 8, 8, 8, 15, 16, 19], False),
+  "descending": ([19, 16, 15, 13, 9, 8, 7, 3, 2, 0], False),
+  # Two sorted runs: unique, and with a repeat across the runs.
+  "partially_sorted": ([0, 2, 3, 7, 8, 1, 4, 5, 6, 9], False),
+  "partially_sorted_repeat": ([0, 2, 3, 7, 8, 1, 3, 5, 6, 9], False),
+  # Out-of-range tuples (repeated among themselves) after the sorted ones
+  # are proved; among or before them the exact test decides.
+  "out_of_range_after": ([0, 2, 3, 7, 8, 9, 13, None, None, None], True),
+  "out_of_range_among": ([0, 2, None, 7, 8, None, 13, 15, 16, 19], False),
+  "out_of_range_before": ([None, None, 3, 7, 8, 9, 13, 15, 16, 19], False),
+  "all_out_of_range": ([None] * 10, True),
+}
+SORTED_SIZES = (5, 4)
+
+
+def _sorted_case(kind):
+  """(data (5, 4, 3), indices (10, 2), updates) of a SORTED_KINDS entry.
+
+  Every third in-range tuple is written with negative indices (the test
+  sees the wrapped targets), out-of-range ones alternate past the end and
+  before the start.
+  """
+  flat, _ = SORTED_KINDS[kind]
+  sizes = np.asarray(SORTED_SIZES)
+  indices = np.zeros((len(flat), 2), np.int64)
+  for i, target in enumerate(flat):
+    if target is None:
+      indices[i] = [sizes[0] + 1, 0] if i % 2 else -sizes - 1
+    else:
+      indices[i] = np.unravel_index(target, SORTED_SIZES)
+      if i % 3 == 0:
+        indices[i] -= sizes
+  rng = np.random.default_rng(len(kind))
+  data = rng.integers(-99, 100, SORTED_SIZES + (3,)).astype(np.float32)
+  updates = rng.integers(-99, 100, (len(flat), 3)).astype(np.float32)
+  return data, indices, updates
+
+
+def _in_mode(strategy, jax_mode):
+  """The named strategy, with 64-bit targets and keys under x64 (what
+  `choose_strategy` picks for large slot counts there)."""
+  strategy = STRATEGIES[strategy]
+  if jax_mode != "x64" or strategy.target_dtype is None:
+    return strategy
+  wide = np.dtype(np.int64)
+  return strategy._replace(
+    target_dtype=wide,
+    key_dtype=None if strategy.key_dtype is None else wide,
+  )
+
+
+@pytest.mark.parametrize("kind", SORTED_KINDS)
+def test_sorted_unique_predicate(kind):
+  data, indices, _ = _sorted_case(kind)
+  slots = int(np.prod(SORTED_SIZES))
+  flat, proved = SORTED_KINDS[kind]
+  target = np.array([slots if t is None else t for t in flat], np.int32)
+  assert bool(dup.sorted_unique(jnp.asarray(target), slots)) == proved
+  # It proves only what the exact tests confirm.
+  if proved:
+    assert not bool(_repeats(dup.RepeatTest.BITMAP, indices, data.shape))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
+  rng = np.random.default_rng(17)
+  for kind in SORTED_KINDS:
+    data, indices, updates = _sorted_case(kind)
+    _check_against_loop(
+      _in_mode(strategy, jax_mode), data, indices, updates, rng, kind
+    )
+
+
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
+  strategy = _in_mode(strategy, jax_mode)
+  for kind, (flat, _) in SORTED_KINDS.items():
+    if None in flat:
+      continue  # eager calls raise on out-of-range indices
+    data, indices, updates = _sorted_case(kind)
+    eager = jaxops.scatter_nd_update(data, indices, updates, _strategy=strategy)
+    assert_same(eager, np.asarray(_update(strategy)(data, indices, updates)))
+    assert_same(eager, np_scatter_nd_update(data, indices, updates), kind)
+
+
+@pytest.mark.parametrize(
+  "kinds",
+  [
+    ["sorted_unique", "out_of_range_after", "all_out_of_range"],
+    list(SORTED_KINDS),
+  ],
+  ids=["all_proved", "mixed"],
+)
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_sorted_indices_under_vmap(jax_mode, strategy, kinds):
+  """One sorted test for the whole batch, in front of the repeat test."""
+  strategy = _in_mode(strategy, jax_mode)
+  data, indices, updates = (
+    np.stack(arrays) for arrays in zip(*map(_sorted_case, kinds))
+  )
+  update = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, _strategy=strategy)
+  out = jax.jit(jax.vmap(update))(data, indices, updates)
+  cotangent = np.random.default_rng(19).standard_normal(data.shape)
+  cotangent = cotangent.astype(np.float32)
+  grad_u = jax.jit(
+    jax.vmap(
+      jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
+    )
+  )(data, indices, updates, cotangent)
+  for j, kind in enumerate(kinds):
+    assert_same(
+      out[j], np_scatter_nd_update(data[j], indices[j], updates[j]), kind
+    )
+    assert_same(
+      grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), kind
+    )
+  # Unbatched predicates: the sorted test and the repeat test stay conds.
+  if strategy.repeat_test is not dup.RepeatTest.NONE:
+    jaxpr = str(jax.make_jaxpr(jax.vmap(update))(data, indices, updates))
+    assert jaxpr.count("cond[") >= 2, jaxpr
 
 
 def _winner_mask(data_shape, indices):

@@ -54,15 +54,20 @@ def torch_inplace(data, indices, updates):
   data.index_put_(_columns(indices), updates)
 
 
-def _targets(rng, space, tuples, duplicates):
+def _targets(rng, space, tuples, duplicates, order=None):
   """Flat target positions: distinct, or with repeats.
 
-  `duplicates` None: all distinct. A float p: distinct, then a fraction p of
-  the positions copy the target of another position. An int n: every tuple
-  hits one of n distinct targets.
+  `duplicates` None: all distinct, in random order, or with `order`
+  "sorted" ascending (what `jnp.unique` returns) or "consecutive" (a run of
+  adjacent slots from a random start, as KV-cache writes). A float p:
+  distinct, then a fraction p of the positions copy the target of another
+  position. An int n: every tuple hits one of n distinct targets.
   """
+  if order == "consecutive":
+    return rng.integers(0, space - tuples + 1) + np.arange(tuples)
   if duplicates is None:
-    return rng.choice(space, size=tuples, replace=False)
+    flat = rng.choice(space, size=tuples, replace=False)
+    return np.sort(flat) if order == "sorted" else flat
   if isinstance(duplicates, float):
     flat = rng.choice(space, size=tuples, replace=False)
     copies = rng.choice(tuples, size=int(duplicates * tuples), replace=False)
@@ -83,6 +88,7 @@ def case(
   grad=True,
   peers=True,
   duplicates=None,
+  order=None,
 ):
   k = indices_shape[-1]
   lead = indices_shape[:-1]
@@ -92,7 +98,7 @@ def case(
 
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
-    flat = _targets(rng, math.prod(data_shape[:k]), tuples, duplicates)
+    flat = _targets(rng, math.prod(data_shape[:k]), tuples, duplicates, order)
     indices = np.stack(np.unravel_index(flat, data_shape[:k]), axis=-1)
     indices = indices.reshape(indices_shape).astype(np.int32)
     updates = small_ints(rng, updates_shape, 3)
@@ -123,6 +129,7 @@ def case(
     tier=tier,
     shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
     f"updates {list(updates_shape)}"
+    + (f", {order} targets" if order else "")
     + (
       ""
       if unique
@@ -219,6 +226,7 @@ def cases(smoke: bool) -> list[Case]:
       32,
     )
     vmap = vmap_cases(4, (16, 16), (32, 2))
+    cache = ((64, 4, 8), (8, 1))
   else:
     ir = ((1000, 256, 10, 15), (25, 125, 3))
     large = ((4096, 4096), (262144, 2))
@@ -229,12 +237,18 @@ def cases(smoke: bool) -> list[Case]:
       16384,
     )
     vmap = vmap_cases(32, (256, 256), (4096, 2))
+    # 64 new positions of a [4096, 8, 128] KV cache (tokens, heads, dim).
+    cache = ((4096, 8, 128), (64, 1))
   out = [
     case("ir", "ir", *ir),
     case("large", "large", *large),
     case("ir_dup10", "ir", *ir, duplicates=0.1),
     case("large_dup10", "large", *large, duplicates=0.1),
     case("large_few64", "large", *large, duplicates=64),
+    # Sorted unique indices (jnp.unique's ids, sorted embedding rows, cache
+    # positions), which the default proves unique in one pass.
+    case("large_sorted", "large", *large, order="sorted", grad=False),
+    case("kv_cache", "large", *cache, order="consecutive", grad=False),
   ]
   out += vmap
   # Donated time must follow the number of updates (first sweep) and not the
@@ -283,12 +297,26 @@ BARS = (
     at_least=1.4,
     tiers=("ir", "large"),
   ),
+  # Decided (issue 19, docs/design.md#safe-defaults-decided): duplicates
+  # resolve last-wins by construction, never by XLA's scatter order. An
+  # exact, order-independent repeat test costs at least 1.35x a donated
+  # element update on XLA:CPU, so the bar is 1.6x (measured 1.35-1.54x) on
+  # the IR, large and vmap cases; the sweeps (tiny updates into huge slot
+  # spaces) stay in the "Cost of the safe defaults" table, read against that
+  # floor, and are not barred. Sorted unique indices skip the exact test.
   bars.Ratio(
-    "duplicate resolution (default) within 1.25x of "
-    "unique_indices=True where the indices are unique",
+    "duplicate resolution (default) within 1.6x of unique_indices=True "
+    "where the indices are unique (IR, large, vmap; donated and not)",
     (("jaxops", "jaxops_unique"), ("jaxops.donated", "jaxops_unique.donated")),
-    at_most=1.25,
+    at_most=1.6,
+    tiers=("ir", "large", "vmap"),
     unique_only=True,
+  ),
+  bars.Ratio(
+    "sorted unique indices: default within 1.15x of unique_indices=True",
+    (("jaxops", "jaxops_unique"), ("jaxops.donated", "jaxops_unique.donated")),
+    at_most=1.15,
+    cases=("large_sorted", "kv_cache"),
   ),
   bars.vmap_bar(
     "the equivalent batched scatter",
