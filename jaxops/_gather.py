@@ -228,7 +228,7 @@ def gather(
 
   Example:
     >>> import jax.numpy as jnp, jaxops
-    >>> data = jnp.array([1, 2, 3, 4], dtype=jnp.int32)
+    >>> data = jnp.array([1, 2, 3, 4, 5], dtype=jnp.int32)
     >>> jaxops.gather(data, jnp.array([3, 10, -20]))  # spec example 7
     Array([4, 0, 0], dtype=int32)
     >>> data = jnp.array([[1, 2, 3], [4, 5, 6]], dtype=jnp.int32)

@@ -47,6 +47,8 @@ def _spec(
   step = _common.static_int_tuple(step, OP, "step")
   m = len(start)
   context = f"(data shape {shape_str(data_shape)})"
+  if rank < 1:
+    raise op_error(OP, f"data must have rank >= 1, got rank 0 {context}")
   if not len(stop) == len(step) == m:
     raise op_error(
       OP,
@@ -159,7 +161,7 @@ def slice(
   Dims not in `axes` are kept whole; the output has data's rank.
 
   Args:
-    data: array of rank r, any dtype.
+    data: array of rank r >= 1, any dtype.
     start, stop, step: static int sequences of one length M (lists, tuples
       or concrete 1-D integer arrays); any int64 value; steps nonzero.
     axes: static int sequence of M unique values in `[-r, r-1]`; default

@@ -135,6 +135,8 @@ def _data(shape=(4, 5)):
 
 _GATHER_ND_INDICES = np.array([[1, -1], [0, 2], [-4, 0]])
 _GATHER_ELEMENTS_INDICES = np.array([[0, -1, 2], [4, 1, -5]])
+_GATHER_INDICES = np.array([[0, -1, 2], [4, 1, -5], [3, 3, 0], [-2, 1, 1]])
+_GATHER_OUT_OF_RANGE = np.array([[7, -1, 2], [-6, 0, 5]])
 _SCATTER_INDICES = np.array([[2], [-4], [2]])  # a duplicate: last wins
 _SCATTER_UPDATES = np.arange(10, 25, dtype=np.float32).reshape(3, 5)
 
@@ -166,6 +168,23 @@ def _ops() -> list[Op]:
         (0,),
       )
     )
+    ops.append(
+      Op(
+        f"gather_batch1_axis1_{mode}",
+        functools.partial(jaxops.gather, axis=1, batch_dims=1, mode=mode),
+        (_data(), _GATHER_INDICES),
+        (0,),
+      )
+    )
+  # Out of range is Gather-8's defined result (zeros), eagerly as under jit.
+  ops.append(
+    Op(
+      "gather_out_of_range",
+      functools.partial(jaxops.gather, axis=-1),
+      (_data(), _GATHER_OUT_OF_RANGE),
+      (0,),
+    )
+  )
   for mode in ("drop", "clip", "promise_in_bounds"):
     for unique in (False, True):
       indices = _SCATTER_INDICES[:2] if unique else _SCATTER_INDICES
@@ -205,6 +224,20 @@ def _ops() -> list[Op]:
         shrink_axis_mask=[1, 0],
         begin_mask=[0, 1],
         strides=[1, -1],
+      ),
+      (_data(),),
+      (0,),
+    )
+  )
+  ops.append(
+    Op(
+      "slice",
+      functools.partial(
+        jaxops.slice,
+        start=[INT64.max, -9],
+        stop=[INT64.min, 4],
+        step=[-2, 3],
+        axes=[-1, 0],
       ),
       (_data(),),
       (0,),
@@ -372,6 +405,30 @@ _EQUIVALENT_ATTRIBUTES = {
     lambda d, i, f: jaxops.gather_nd(d, i, fill_value=f),
     (_data(), _GATHER_ND_INDICES),
     [0.5, np.float32(0.5), np.array(0.5)],
+  ),
+  "gather_axis_batch_dims": (
+    lambda d, i, ab: jaxops.gather(d, i, *ab),
+    (_data(), _GATHER_INDICES),
+    [(1, 1), (-1, -1), (np.int64(1), np.array(-1, np.int32))],
+  ),
+  "gather_default_fill_value": (
+    lambda d, i, f: jaxops.gather(d, i, 1, fill_value=f),
+    (_data(), _GATHER_OUT_OF_RANGE),
+    [None, 0, np.int32(0), np.array(0)],
+  ),
+  "slice_spec": (
+    lambda d, s: jaxops.slice(d, *s),
+    (_data(),),
+    [
+      ([-1, 0], [0, 9], [-2, 1], [1, 0]),
+      ((-1, 0), (0, 9), (-2, 1), (-1, -2)),
+      (
+        np.array([-1, 0]),
+        np.array([0, 9]),
+        np.array([-2, 1]),
+        np.array([1, 0]),
+      ),
+    ],
   ),
   "scatter_unique_indices": (
     lambda d, i, u, q: jaxops.scatter_nd_update(d, i, u, unique_indices=q),

@@ -44,9 +44,11 @@ def _imports() -> dict[str, set[str]]:
 
 _GRAPH = _imports()
 _OPERATORS = {
+  "jaxops._gather",
   "jaxops._gather_elements",
   "jaxops._gather_nd",
   "jaxops._scatter_nd_update",
+  "jaxops._slice",
   "jaxops._strided_slice",
 }
 # An operator's ONNX lowering, jaxops/onnx/_<operator>.py, imports it.

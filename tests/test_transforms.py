@@ -97,16 +97,44 @@ def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
   )
 
 
+def _gather_case(name, data_shape, indices_shape, axis, batch_dims):
+
+  def make_args(rng):
+    # About half out of range: zeros with a zero derivative.
+    idx = gen.half_out_of_range(rng, data_shape[axis], indices_shape)
+    return _floats(rng, data_shape), idx
+
+  return Case(
+    f"gather_{name}",
+    lambda d, i: jaxops.gather(d, i, axis, batch_dims),
+    make_args,
+    (0,),
+  )
+
+
+def _slice_case(name, data_shape, start, stop, step, axes=None):
+  return Case(
+    f"slice_{name}",
+    lambda d: jaxops.slice(d, start, stop, step, axes),
+    lambda rng: (_floats(rng, data_shape),),
+    (0,),
+  )
+
+
 CASES = [
   _gather_nd_case("elements", (4, 5), (3,), k=2, batch_dims=0),
   _gather_nd_case("slices", (4, 5, 3), (2, 2), k=1, batch_dims=0),
   _gather_nd_case("batch1", (3, 4, 5), (2,), k=1, batch_dims=1),
   _gather_nd_case("batch2_k0", (2, 3, 4), (2,), k=0, batch_dims=2),
   _gather_elements_case("axis0", (4, 3), (5, 3), axis=0),
+  _gather_case("axis1", (4, 5, 2), (3, 2), axis=1, batch_dims=0),
+  _gather_case("batch1_axis2", (3, 2, 4), (3, 5), axis=2, batch_dims=1),
   _gather_elements_case("axis_last_smaller", (3, 4, 5), (2, 4, 6), axis=-1),
   _scatter_nd_update_case("elements", (4, 5), (3,), k=2, unique=True),
   _scatter_nd_update_case("slices", (5, 3, 2), (2, 2), k=1, unique=True),
   _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
+  _slice_case("reverse_clamp", (5, 4, 3), (-9, 3), (-99, 0), (-2, 1), (0, 2)),
+  _slice_case("int64_limits", (4, 6), (2**63 - 1,), (-(2**63),), (-1,), (-1,)),
   _strided_slice_case(
     "masks_reverse",
     (5, 4, 3),

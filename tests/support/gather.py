@@ -17,7 +17,11 @@ import numpy as np
 import pytest
 
 from tests.support.asserts import assert_same
-from tests.support.generators import random_indices, random_values
+from tests.support.generators import (
+  half_out_of_range,
+  random_indices,
+  random_values,
+)
 
 
 def _in_range(values: Sequence[int], sizes: Sequence[int]) -> bool:
@@ -41,6 +45,36 @@ def np_gather_nd(
       out[pos] = fill
     else:
       out[pos] = data[pos[:b] + tuple(tuple_)]
+  return out
+
+
+def np_gather(
+  data: np.ndarray,
+  indices: np.ndarray,
+  axis: int = 0,
+  batch_dims: int = 0,
+  fill: Any = 0,
+) -> np.ndarray:
+  """Gather-8 by its definition: output position `p` (batch dims, data dims
+  before the axis, index dims, data dims after it) reads
+  `data[p_before + (indices[p_batch + p_index],) + p_after]`, or `fill` when
+  that index is out of range (`fill=None`: NumPy's IndexError instead).
+  `axis` and `batch_dims` may be negative (batch_dims counts from the rank
+  of indices)."""
+  data, indices = np.asarray(data), np.asarray(indices)
+  a = axis % data.ndim
+  b = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
+  q = indices.ndim - b
+  out = np.empty(
+    data.shape[:a] + indices.shape[b:] + data.shape[a + 1 :], data.dtype
+  )
+  for pos in np.ndindex(*out.shape):
+    before, index_pos, after = pos[:a], pos[a : a + q], pos[a + q :]
+    i = int(indices[before[:b] + index_pos])
+    if fill is not None and not _in_range([i], [data.shape[a]]):
+      out[pos] = fill
+    else:
+      out[pos] = data[before + (i,) + after]
   return out
 
 
@@ -119,6 +153,54 @@ class GatherElementsCase:
       f"indices {self.indices.shape} {self.indices.dtype} "
       f"axis={self.axis}"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherCase:
+  seed: int
+  data: np.ndarray
+  indices: np.ndarray
+  axis: int
+  batch_dims: int
+
+  def describe(self) -> str:
+    return (
+      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+      f"indices {self.indices.shape} {self.indices.dtype} "
+      f"axis={self.axis} batch_dims={self.batch_dims}"
+    )
+
+
+def random_gather_case(
+  seed: int,
+  dtypes=(np.float32,),
+  index_dtypes=(np.int32, np.int64),
+  max_rank: int = 5,
+  negative: bool = True,
+  out_of_range: bool = False,
+) -> GatherCase:
+  """A random valid Gather-8 case: data rank 1..max_rank, batch_dims in
+  [0, min(r - 1, 3)] (written negative, counted from rank(indices), a third
+  of the time), axis in [batch_dims, r - 1] (negative half the time),
+  indices of rank batch_dims..batch_dims + 2, dims of 1..4. With
+  `out_of_range`, about half the indices are out of range on either side."""
+  rng = np.random.default_rng(seed)
+  r = int(rng.integers(1, max_rank + 1))
+  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  b = int(rng.integers(0, min(r - 1, 3) + 1))
+  a = int(rng.integers(b, r))
+  q = b + int(rng.integers(0, 3))
+  lead = data_shape[:b] + tuple(int(d) for d in rng.integers(1, 4, size=q - b))
+  dtype = dtypes[int(rng.integers(len(dtypes)))]
+  index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
+  data = random_values(rng, data_shape, dtype)
+  if out_of_range:
+    indices = half_out_of_range(rng, data_shape[a], lead, index_dtype)
+  else:
+    indices = random_indices(rng, data_shape[a], lead, index_dtype, negative)
+  axis = a - r if rng.random() < 0.5 else a
+  batch_dims = b - q if (rng.random() < 1 / 3 and b) else b
+  return GatherCase(seed, data, indices, axis, batch_dims)
 
 
 def random_gather_nd_case(
