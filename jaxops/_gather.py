@@ -1,11 +1,12 @@
 """Gather-8 (OpenVINO opset8).
 
 Semantics and errata: docs/semantics.md#gather (out-of-range indices read
-zeros, the spec's rule and the default; batch dims; G-1..G-3, runtime bugs
-RT-5, RT-6). The lowering is one `lax.gather`: the `batch_dims` leading dims
-are XLA batching dims of data and indices (as in GatherND), `axis` the one
-collapsed, indexed dim, and the dims of data between them and after `axis`
-offset dims (docs/design.md#lowering-gather).
+zeros, the spec's rule and the default: #gather-out-of-range; why the default
+fill value is 0 where GatherND's is NaN: #gather-fill; errata G-1, G-2;
+runtime bugs RT-8, RT-9, RT-11). The lowering is one `lax.gather`: the
+`batch_dims` leading dims are XLA batching dims of data and indices (as in
+GatherND), `axis` the one collapsed, indexed dim, and the dims of data
+between them and after `axis` offset dims (docs/design.md#lowering-gather).
 
 Out-of-range reads are the spec's defined behaviour, not an error: in the
 default `mode="fill"` (fill value 0) concrete out-of-range indices are not
@@ -167,7 +168,7 @@ def _host_indices(indices: Any) -> Any:
 
   With x64 off, `jnp.asarray` narrows int64/uint64 to 32 bits by wrapping,
   which would turn the out-of-range `2**32 + 1` into the in-range 1 (the
-  OpenVINO plugin's bug, docs/semantics.md#rt-5). Clipped, a value beyond
+  OpenVINO plugin's bug, docs/semantics.md#rt-8). Clipped, a value beyond
   int32 stays out of range for every dim an x32 array can have. Traced and
   device indices already have their final dtype and pass through.
   """

@@ -2,7 +2,7 @@
 
 Semantics and errata: docs/semantics.md#slice (the clamp is the runtimes'
 ONNX rule, not the spec's "python slicing" sentence: SL-1; where it differs
-from Python: SL-2; int64 extremes: SL-3; runtime bug RT-7).
+from Python: SL-2; int64 extremes: SL-3; runtime bug RT-10).
 
 Every attribute is static, so the spec resolves at trace time into a
 `jaxops._slicing.Plan`, one `_slicing.slice_dim` per sliced axis -- the one

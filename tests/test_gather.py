@@ -768,3 +768,45 @@ def test_matches_jnp_take_in_range():
       np.asarray(jnp.take(data, indices, axis=axis)),
       f"axis={axis}",
     )
+
+
+# ---------------------------------------------------------------------------
+# The export primitive (what jaxops.onnx lowers): one `jaxops_gather` per
+# call, kept one primitive under vmap of any argument combination.
+
+EXPORT_VMAP = {
+  # name: (data shape, indices shape, axis, batch_dims, in_axes)
+  "data_only": ((3, 4, 5), (2, 6), 1, 0, (0, None)),
+  "indices_only": ((4, 5), (3, 2, 6), 1, 0, (None, 1)),
+  "indices_only_batch1": ((4, 5, 2), (3, 4, 6), 2, 1, (None, 0)),
+  "both": ((3, 4, 5), (3, 6), 0, 0, (0, 0)),
+  "both_batch1_axis2": ((4, 3, 2, 5), (4, 3, 6), 2, 1, (1, 1)),
+}
+
+
+def _primitive_names(fn, *args):
+  return [str(e.primitive) for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns]
+
+
+@pytest.mark.parametrize("name", EXPORT_VMAP)
+def test_export_primitive_under_vmap(name):
+  from jaxops import _export
+
+  data_shape, indices_shape, a, b, in_axes = EXPORT_VMAP[name]
+  rng = np.random.default_rng(12)
+  data = gen.random_values(rng, data_shape, np.float32)
+  inner = tuple(d for j, d in enumerate(data_shape) if j != in_axes[0])
+  indices = gen.half_out_of_range(rng, inner[a], indices_shape)
+  fn = jax.vmap(lambda d, i: jaxops.gather(d, i, a, b), in_axes)
+  expected = np.asarray(fn(data, indices))
+  with _export.exporting():
+    names = _primitive_names(fn, data, indices)
+    assert names.count("jaxops_gather") == 1, names
+    assert "gather" not in names, names
+    assert_same(fn(data, indices), expected, name)
+    nested = jax.vmap(fn, (0, None))
+    stacked = np.stack([data, data + 1])
+    names = _primitive_names(nested, stacked, indices)
+    assert names.count("jaxops_gather") == 1, names
+    got = nested(stacked, indices)
+  assert_same(got, np.stack([expected, np.asarray(fn(data + 1, indices))]))

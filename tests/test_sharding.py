@@ -150,6 +150,15 @@ def _gather_elements(axis):
   return lambda d, i: jaxops.gather_elements(d, i, axis=axis)
 
 
+@functools.cache
+def _gather(axis, batch_dims):
+  return lambda d, i: jaxops.gather(d, i, axis, batch_dims)
+
+
+def _slice_columns(d):
+  return jaxops.slice(d, [-1, 0], [-99, 99], [-2, 1], [1, 0])
+
+
 def _scatter(d, i, u):
   return jaxops.scatter_nd_update(d, i, u)
 
@@ -205,6 +214,30 @@ LAYOUTS = [
     (P(), P("x")),
     P("x"),
     grad_collectives=("all-reduce",),
+  ),
+  Layout(
+    "gather/batch_dims1_sharded_batch",
+    _gather(1, 1),
+    lambda r: (
+      ints_as_floats(r, (16, 6, 5)),
+      gen.half_out_of_range(r, 6, (16, 3)),
+    ),
+    (P("x"), P("x")),
+    P("x"),
+  ),
+  Layout(
+    "gather/table_sharded_on_slice_dim",
+    _gather(0, 0),
+    lambda r: (ints_as_floats(r, (10, 16)), gen.half_out_of_range(r, 10, (7,))),
+    (P(None, "x"), P()),
+    P(None, "x"),
+  ),
+  Layout(
+    "slice/dim_kept_whole",
+    _slice_columns,
+    lambda r: (ints_as_floats(r, (16, 6)),),
+    (P("x"),),
+    P("x"),
   ),
   Layout(
     "gather_elements/axis1_sharded_dim0",

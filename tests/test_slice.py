@@ -510,3 +510,38 @@ def test_property_matches_reference(seed):
   expected = np_slice(x, *args)
   assert_same(jaxops.slice(x, *args), expected, spec.describe())
   assert shapes.slice(spec.data_shape, *args) == expected.shape
+
+
+# ---------------------------------------------------------------------------
+# The export primitive (what jaxops.onnx lowers): one `jaxops_slice`, with
+# the attributes as int tuples and axes normalized, under nested vmap too.
+
+
+def test_export_primitive_and_its_batching():
+  from jaxops import _export
+
+  x = gen.random_values(np.random.default_rng(4), (2, 3, 4, 5), np.float32)
+
+  def f(x):
+    return jaxops.slice(x, [INT64_MAX, -9], [INT64_MIN, 4], [-2, 3], [-1, 0])
+
+  expected = np.stack([np.asarray(f(x[j])) for j in range(2)])
+  with _export.exporting():
+    jaxpr = jax.make_jaxpr(f)(x[0]).jaxpr
+    (eqn,) = jaxpr.eqns
+    assert str(eqn.primitive) == "jaxops_slice"
+    assert eqn.params == {
+      "batch_ndim": 0,
+      "start": (INT64_MAX, -9),
+      "stop": (INT64_MIN, 4),
+      "step": (-2, 3),
+      "axes": (2, 0),
+    }
+    for fn, arg, want in (
+      (jax.vmap(f), x, expected),
+      (jax.vmap(f, 1, 2), np.moveaxis(x, 0, 1), np.moveaxis(expected, 0, 2)),
+      (jax.vmap(jax.vmap(f)), x[None], expected[None]),
+    ):
+      names = [str(e.primitive) for e in jax.make_jaxpr(fn)(arg).jaxpr.eqns]
+      assert names.count("jaxops_slice") == 1 and "slice" not in names, names
+      assert_same(fn(arg), want)
