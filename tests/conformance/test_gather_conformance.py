@@ -9,7 +9,7 @@ with out-of-range indices (Gather-8 reads zeros there); they run in chunks,
 one jitted jaxops program and one OpenVINO model per chunk. Every case is
 also checked against the NumPy reference `gs.np_gather`.
 
-Oracles, per case (docs/semantics.md#gather, #runtime-bugs):
+Oracles, per case (docs/semantics.md#gather, #rt-8, #rt-9, #rt-11):
 
 * OpenVINO's CPU plugin by default, out-of-range indices included;
 * not the plugin, only the NumPy reference, where the plugin is known wrong
@@ -321,7 +321,7 @@ def test_onnx_node_case(case):
 
 @pytest.mark.jax_modes("x64")  # int64 indices beyond int32 need x64
 def test_openvino_truncates_int64_indices():
-  """RT: the plugin converts indices to int32, so 2**33 + 1 reads element 1
+  """RT-8: the plugin converts indices to int32, so 2**33 + 1 reads element 1
   and 2**32 element 0; Gather-8 (and jaxops) read zeros there."""
   data = np.arange(1, 6, dtype=np.float32)
   indices = np.array([2**33 + 1, 2**32, -(2**32) + 2, 3], np.int64)
@@ -337,7 +337,7 @@ def test_openvino_truncates_int64_indices():
   "dtype", [np.int32, np.int16, np.int64, np.uint32], ids=gen.dtype_id
 )
 def test_openvino_short_integer_vectors_read_outside_data(dtype):
-  """RT: integer data the plugin computes as int32, of at most 64 elements
+  """RT-9: integer data the plugin computes as int32, of at most 64 elements
   and rank <= 1, with at most 64 indices: its 1-D fast path has no bound
   check and returns what lies past data (not reproducible values, so the
   check is that they are not the spec's zeros). With 65 elements, or float
@@ -372,7 +372,7 @@ print(compiled([x, np.array([2], np.int32)]))
 
 @pytest.mark.jax_modes(None)
 def test_openvino_crashes_on_unit_batch():
-  """RT: batch_dims >= 1 where every data dim before axis has size 1 (here
+  """RT-11: batch_dims >= 1 where every data dim before axis has size 1 (here
   data [1, 4], indices [1], axis 1, batch_dims 1) kills the plugin's
   process with SIGSEGV; run in a subprocess. jaxops gives data[0, 2]."""
   result = subprocess.run(

@@ -378,7 +378,7 @@ print(compiled([np.arange(10, dtype=np.float32)])[0])
 @pytest.mark.jax_modes(None)
 @pytest.mark.parametrize("step", [INT64_MIN, INT32_MIN, INT32_MIN + 1])
 def test_openvino_dies_on_steps_at_or_below_int32_min(step):
-  """RT: a step at or below -2**31 (the issue's -2**63 included) kills the
+  """RT-10, wider than -2**63: a step at or below -2**31 kills the
   CPU plugin's process with SIGFPE when the slice is not empty; -2**31 + 1
   works. onnxruntime and jaxops give [9] (one element: the start, clamped).
   Run in a subprocess."""
