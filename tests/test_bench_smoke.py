@@ -45,7 +45,7 @@ CASES = (
   "scatter_nd_update/large,scatter_nd_update/large_dup10,"
   "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
   "strided_slice/vmap_data,gather/ir_b1,gather/vmap_both,"
-  "slice/large_negative_step"
+  "slice/large_negative_step,slice/vmap_data"
 )
 
 
