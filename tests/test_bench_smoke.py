@@ -32,13 +32,21 @@ pytestmark = pytest.mark.jax_modes(None)
 
 ROOT = processes.REPO_ROOT
 TIMEOUT_S = 240
-OPS = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
+OPS = (
+  "gather_nd",
+  "gather_elements",
+  "scatter_nd_update",
+  "strided_slice",
+  "gather",
+  "slice",
+)
 CASES = (
   "gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
   "gather_elements/axis0,gather_elements/vmap_indices,"
   "scatter_nd_update/large,scatter_nd_update/large_dup10,"
   "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
-  "strided_slice/vmap_data"
+  "strided_slice/vmap_data,gather/ir_b1,gather/vmap_both,"
+  "slice/large_negative_step,slice/vmap_data"
 )
 
 

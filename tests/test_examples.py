@@ -34,6 +34,7 @@ RUNS = {
   "batched": [],
   "sharded": ["--cpu"],
   "export_onnx": ["--steps", "100"],
+  "ported_lookup": ["--steps", "100"],
 }
 # Examples that need an optional extra, skipped where it cannot install.
 NEEDS = {
@@ -198,3 +199,16 @@ def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
     assert kind in line, line
   assert out.count("predictions equal") == 2, out
   assert "RESULT JAX, onnxruntime and OpenVINO agree" in out
+
+
+def test_ported_lookup_matches_openvino_and_trains(example_output):
+  """Gather-8 and Slice-8 in a ported model: the jaxops port equals the
+  OpenVINO original bit for bit (padding ids read zeros), the jnp.take port
+  does not, and fine-tuning through both operators lowers the loss."""
+  out = _stdout(example_output, "ported_lookup")
+  assert "jaxops port equals OpenVINO bit for bit: True" in out, out
+  differs = re.search(r"hand port \(jnp.take\) differs on (\d+) of", out)
+  assert differs and int(differs[1]) > 0, out
+  loss = re.search(r"fine-tuning loss (\d+\.\d+) -> (\d+\.\d+)", out)
+  assert loss and float(loss[2]) < 0.7 * float(loss[1]), out
+  assert "RESULT the jaxops port matches OpenVINO" in out

@@ -46,6 +46,7 @@ from tests.conformance import test_scatter_nd_update_conformance as scatter
 from tests.support import gather as gs
 from tests.support import generators as gen
 from tests.support import processes
+from tests.support import slicing as sl
 from tests.support import strided_slice as ss
 from tests.support.asserts import assert_same
 
@@ -896,3 +897,182 @@ def test_symbolic_dims_must_pass_through():
   spec = jax.ShapeDtypeStruct(("B", 3), np.float32)
   with pytest.raises(ValueError, match="symbolic dims .* pass through"):
     _onnx().to_onnx(lambda x: jaxops.strided_slice(x, [-1], [0], [-1]), spec)
+
+
+# Gather-8 and Slice-8 --------------------------------------------------------
+
+
+def _gather_cases(seeds):
+  return [
+    gs.random_gather_case(seed, dtypes=gen.ORACLE_DTYPES) for seed in seeds
+  ]
+
+
+def _gather_census(case) -> dict[str, int]:
+  """Gather(axis) for batch_dims 0 (indices int32 in the model: no Cast);
+  else Cast, Unsqueeze, an Expand where data has dims of size > 1 between
+  the batch dims and axis, and GatherND."""
+  axis = case.axis % case.data.ndim
+  b = (
+    case.batch_dims + case.indices.ndim
+    if case.batch_dims < 0
+    else (case.batch_dims)
+  )
+  if b == 0:
+    return {"Gather": 1}
+  expand = any(d != 1 for d in case.data.shape[b:axis])
+  return {"Cast": 1, "Unsqueeze": 1, "GatherND": 1} | (
+    {"Expand": 1} if expand else {}
+  )
+
+
+@functools.cache
+def _exported_gather8(seeds: range):
+  cases = _gather_cases(seeds)
+
+  def fn(arrays):
+    return [
+      jaxops.gather(data, indices, case.axis, case.batch_dims)
+      for (data, indices), case in zip(arrays, cases)
+    ]
+
+  args = [(case.data, case.indices) for case in cases]
+  exported = export(fn, args)
+  exported.run_both()
+  return cases, fn, args, exported
+
+
+@requires_extra
+@pytest.mark.parametrize(
+  "seeds",
+  _chunks(len(GATHER_SEEDS)),
+  ids=lambda r: f"seeds_{r.start}_{r.stop - 1}",
+)
+def test_gather8_round_trips(seeds):
+  """Gather-8, in-range indices: Gather(axis), or for batch dims the
+  GatherND composite (which OpenVINO reads back as GatherND-8)."""
+  cases, fn, args, exported = _exported_gather8(seeds)
+  expected = jax.jit(fn)(model_inputs(exported, args))
+  check_round_trip(exported, expected, lambda j: cases[j].describe())
+  for case, counts in zip(cases, output_census(exported.model)):
+    assert counts == _gather_census(case), (case.describe(), counts)
+
+
+SLICE_CASES = [
+  ss_spec
+  for ss_spec in [
+    sl.random_spec(np.random.default_rng(seed)) for seed in range(120)
+  ]
+] + [
+  sl.SliceSpec((10,), (b,), (e,), (k,), (0,))
+  for b, e, k in [
+    (9, 2**31 - 1, -1),  # onnxruntime's INT_MAX reading (docs/export.md)
+    (9, 2**63 - 1, -2),
+    (9, -(2**63), -(2**63)),  # OpenVINO's SIGFPE step
+    (9, -(2**63), -(2**31)),
+    (-(2**63), 2**63 - 1, 2**63 - 1),
+    (-5, -5, -1),
+  ]
+]
+
+
+@functools.cache
+def _exported_slice8(chunk: range):
+  specs = [SLICE_CASES[j] for j in chunk]
+  args = [_slice_data(j, specs[j - chunk.start]) for j in chunk]
+
+  def fn(arrays):
+    return [
+      jaxops.slice(x, s.start, s.stop, s.step, s.axes)
+      for x, s in zip(arrays, specs)
+    ]
+
+  exported = export(fn, args)
+  exported.run_both()
+  return specs, fn, args, exported
+
+
+@requires_extra
+@pytest.mark.parametrize(
+  "chunk",
+  _chunks(len(SLICE_CASES)),
+  ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
+)
+def test_slice8_round_trips(chunk):
+  """Slice-8: one Slice of the resolved plan (none where it keeps all of
+  data), exact in both runtimes for the int64 extremes that trip them when
+  given as they are."""
+  specs, fn, args, exported = _exported_slice8(chunk)
+  expected = jax.jit(fn)(model_inputs(exported, args))
+  check_round_trip(exported, expected, lambda j: specs[j].describe())
+  for spec, counts in zip(specs, output_census(exported.model)):
+    assert set(counts) <= {"Slice"} and counts.get("Slice", 0) <= 1, (
+      spec.describe(),
+      counts,
+    )
+
+
+def _gather8(axis=0, batch_dims=0, **options):
+  return lambda data, indices: jaxops.gather(
+    data, indices, axis, batch_dims, **options
+  )
+
+
+def _slice8(data):
+  return jaxops.slice(data, [-1, 1], [-(2**63), 2**63 - 1], [-2, 2], [1, -1])
+
+
+GATHER8_VMAP_CASES = {
+  "both": (
+    jax.vmap(_gather8(1)),
+    (_data((_B, 3, 4)), _indices((_B, 2), 4)),
+    {"Cast": 1, "Unsqueeze": 1, "Expand": 1, "GatherND": 1},
+  ),
+  "indices_only": (
+    jax.vmap(_gather8(1), in_axes=(None, 0)),
+    (_data((3, 4)), _indices((_B, 2), 4)),
+    {"Gather": 1, "Transpose": 1},  # the batch dim lands at the axis
+  ),
+  "data_only_batch_dims_1": (
+    jax.vmap(_gather8(1, 1), in_axes=(0, None)),
+    (_data((_B, 3, 4)), _indices((3, 5), 4)),
+    None,
+  ),
+  "slice": (jax.vmap(_slice8), (_data((_B, 4, 5, 3)),), {"Slice": 1}),
+  "slice_axis_2": (
+    jax.vmap(_slice8, in_axes=2),
+    (_data((4, 5, _B, 3)),),
+    None,
+  ),
+}
+
+
+@requires_extra
+@pytest.mark.parametrize("name", GATHER8_VMAP_CASES)
+def test_gather8_slice8_vmap_exports(name):
+  fn, args, want = GATHER8_VMAP_CASES[name]
+  counts = census(_round_trip(fn, *args).model)
+  if want is not None:
+    assert counts == want
+  assert (
+    counts.get("Gather", 0) + counts.get("GatherND", 0) + counts.get("Slice", 0)
+    == 1
+  ), counts
+
+
+@requires_extra
+def test_gather8_clip_and_out_of_range():
+  """mode="clip" exports the clamp (exact in both runtimes). The default
+  mode leaves out-of-range indices to the runtime: onnxruntime rejects them,
+  OpenVINO reads zeros (its Gather-8 rule, so the exported model agrees
+  with jaxops there; docs/export.md#gather)."""
+  x = _data((4, 3))
+  indices = np.array([[5, -1], [-9, 2]], np.int32)
+  exported = _round_trip(_gather8(0, mode="clip"), x, indices)
+  assert census(exported.model) == {"Max": 1, "Min": 1, "Gather": 1}
+  exported = export(_gather8(1), x, indices)
+  with pytest.raises(Exception, match="out of data bounds"):
+    _ = exported.onnxruntime
+  (got,) = exported.openvino
+  assert_same(got, jaxops.gather(x, indices, 1))
+  assert_same(got[0, 0, 0], np.float32(0))

@@ -11,7 +11,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
+NAMES = (
+  "gather_nd",
+  "gather_elements",
+  "scatter_nd_update",
+  "strided_slice",
+  "gather",
+  "slice",
+)
 
 
 def load(name: str) -> ModuleType:

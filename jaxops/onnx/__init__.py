@@ -3,9 +3,10 @@
 `to_onnx(fn, *example_args)` traces `fn` with jax2onnx while every jaxops
 call in it binds its export primitive (`jaxops._export`; each operator's in
 its own module), and lowers each such call to one ONNX node of its own kind:
-GatherND, GatherElements, ScatterND, or Slice plus at most one
-Squeeze/Unsqueeze/Reshape (the lowerings: one module per operator in this
-package, `jaxops/onnx/_<operator>.py`).
+Gather, GatherND, GatherElements, ScatterND, or Slice (StridedSlice: plus
+at most one Squeeze/Unsqueeze/Reshape; Gather with batch dims: a GatherND
+after an Unsqueeze and Expand of its indices) (the lowerings: one module
+per operator in this package, `jaxops/onnx/_<operator>.py`).
 The rest of `fn` is lowered by jax2onnx as usual. The model runs in
 onnxruntime, and OpenVINO reads it (`openvino.convert_model`). Mapping,
 semantics of out-of-range indices and duplicates, and dtypes:
@@ -36,9 +37,11 @@ _MISSING = (
 _EXTRA_MODULES = ("jax2onnx", "onnx", "onnx_ir")
 # One lowering module per operator, each a jax2onnx plugin of its primitive.
 _LOWERINGS = (
+  "_gather",
   "_gather_elements",
   "_gather_nd",
   "_scatter_nd_update",
+  "_slice",
   "_strided_slice",
 )
 
