@@ -5,14 +5,15 @@ tuple wins: #duplicates; k = 0: #snu-1; the (1,) form of a 0-d update:
 #snu-2; out-of-range modes: #scatter-modes). Design:
 docs/design.md#lowering-scatter-nd-update.
 
-The update is one `lax.scatter` that always promises unique indices, and the
-promise is kept honest: either the caller made it (`unique_indices=True`), or
-every tuple that is not the winner of its target (a loser to a later
-duplicate, or out of range under `mode="drop"`) is redirected to its own
-negative index `-1 - position`, which the scatter drops. The winners are
-found on the linear slot of each tuple, so the scatter then writes rows of
-data viewed as `(prod(data.shape[:k]),) + data.shape[k:]`, one row index per
-tuple (the k indexed dims stay separate when that index would overflow).
+The update is one `.at[].set` (one `lax.scatter`, negative indices not wrapped)
+that always promises unique indices, and the promise is kept honest: either the
+caller made it (`unique_indices=True`), or every tuple that is not the winner
+of its target (a loser to a later duplicate, or out of range under
+`mode="drop"`) is redirected to its own negative index `-1 - position`, which
+the scatter drops. The winners are found on the linear slot of each tuple, so
+the scatter then writes rows of data viewed as `(prod(data.shape[:k]),) +
+data.shape[k:]`, one row index per tuple (the k indexed dims stay separate when
+that index would overflow).
 Finding the winners is `jaxops._duplicates`. The index work only ever sees
 integers and runs outside the derivative rule; the derivative is the same
 scatter of the tangents (`jaxops._linear`, docs/design.md#derivatives)."""
@@ -136,25 +137,23 @@ def _scatter(
   mode: lax.GatherScatterMode,
 ) -> jax.Array:
   """`data` with `updates` (n,) + data.shape[k:] written at unique `indices`:
-  (n,) rows of the k indexed dims merged into one, or (n, k) tuples."""
+  (n,) rows of the k indexed dims merged into one, or (n, k) tuples. Negative
+  indices are redirected losers, out of range: never wrapped."""
   shape = data.shape
   k = data.ndim - (updates.ndim - 1)
   if indices.ndim == 1:
     data = data.reshape((math.prod(shape[:k]),) + shape[k:])
-    indices, k = indices[:, None], 1
-  dnums = lax.ScatterDimensionNumbers(
-    update_window_dims=tuple(range(1, 1 + data.ndim - k)),
-    inserted_window_dims=tuple(range(k)),
-    scatter_dims_to_operand_dims=tuple(range(k)),
-  )
-  out = lax.scatter(
-    data,
-    indices,
+    where: Any = indices
+  else:
+    where = tuple(indices[:, j] for j in range(k))
+  # `.at[]` takes a GatherScatterMode too; its annotation says str only.
+  scatter_mode: Any = mode
+  out = data.at[where].set(
     updates,
-    dnums,
+    mode=scatter_mode,
     indices_are_sorted=False,
     unique_indices=True,
-    mode=mode,
+    wrap_negative_indices=False,
   )
   return out.reshape(shape)
 
