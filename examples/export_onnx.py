@@ -10,7 +10,8 @@ JAX, the inference function (weights closed over, so they become
 initializers) is exported twice -- with plain jax2onnx and with
 `jaxops.onnx.to_onnx`, where each operator call is one ONNX node -- and run in
 onnxruntime and OpenVINO (`openvino.convert_model`, compiled on CPU). The
-script prints the node counts and checks that JAX and both runtimes agree.
+script prints the node counts (or that plain jax2onnx cannot export the
+model) and checks that JAX and both runtimes agree.
 
 Needs the optional extra: pip install 'jaxops[onnx]' (plus onnxruntime and
 openvino to run the model).
@@ -189,11 +190,16 @@ def main():
   model = jaxops.onnx.to_onnx(deployed, *test)
   import jax2onnx
 
-  plain = jax2onnx.to_onnx(deployed, list(test))
+  try:
+    plain = summary(jax2onnx.to_onnx(deployed, list(test)))
+  except NotImplementedError as e:
+    # GatherElements' XLA lowering batches its indices with a custom_vmap,
+    # which plain jax2onnx has no lowering for (docs/export.md).
+    plain = f"cannot export ({str(e).splitlines()[0]})"
   # Plain jax2onnx traces under its patches of jax.numpy and leaves those
   # traces in JAX's jit caches (jaxops.onnx keeps its own apart): drop them.
   jax.clear_caches()
-  print(f"plain jax2onnx: {summary(plain)}")
+  print(f"plain jax2onnx: {plain}")
   print(f"jaxops.onnx:    {summary(model)}")
 
   for name, run in (

@@ -190,8 +190,13 @@ def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
   match = re.search(r"held-out loss (\d+\.\d+) -> (\d+\.\d+)", out)
   assert match, out
   assert float(match[2]) < float(match[1]) - 0.5, out
-  plain, ours = (int(n) for n in re.findall(r"(\d+) nodes \(", out))
-  assert ours < plain, out
+  counts = [int(n) for n in re.findall(r"(\d+) nodes \(", out)]
+  if "plain jax2onnx: cannot export" in out:
+    # GatherElements' custom_vmap has no plain jax2onnx lowering.
+    assert "custom_vmap_call" in out and len(counts) == 1, out
+  else:
+    plain, ours = counts
+    assert ours < plain, out
   line = next(
     line for line in out.splitlines() if line.startswith("jaxops.onnx:")
   )
