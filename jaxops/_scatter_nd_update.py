@@ -139,6 +139,9 @@ def _scatter(
   """`data` with `updates` (n,) + data.shape[k:] written at unique `indices`:
   (n,) rows of the k indexed dims merged into one, or (n, k) tuples. Negative
   indices are redirected losers, out of range: never wrapped."""
+  # A tangent may arrive as a NumPy array (a zero tangent instantiated by
+  # older JAX versions), which has no `.at`.
+  data = jnp.asarray(data)
   shape = data.shape
   k = data.ndim - (updates.ndim - 1)
   if indices.ndim == 1:
