@@ -200,7 +200,10 @@ def winners(
 
 
 def _all_win(target: jax.Array, *_) -> jax.Array:
-  return jnp.ones(target.shape, bool)
+  # All True, computed from the (integer) target rather than a constant so
+  # that it varies over shard_map's manual axes as the other branch does
+  # (lax.cond requires both branches' types to match there).
+  return target == target
 
 
 def _winner_table(

@@ -371,7 +371,9 @@ LAYOUTS = [
     ),
     (P("x"), P("x"), P("x")),
     None,
-    collectives=("all-gather", "all-reduce"),
+    # The sorted-order test compares each target with its neighbour across
+    # the shard boundary (collective-permute); the winner table all-reduces.
+    collectives=("all-gather", "all-reduce", "collective-permute"),
   ),
   Layout(
     "scatter_nd_update/indices_and_updates_sharded_unique",
