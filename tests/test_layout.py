@@ -46,6 +46,7 @@ _GRAPH = _imports()
 _OPERATORS = {
   "jaxops._gather_elements",
   "jaxops._gather_nd",
+  "jaxops._scatter_elements_update",
   "jaxops._scatter_nd_update",
   "jaxops._strided_slice",
 }
