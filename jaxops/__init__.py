@@ -1,6 +1,7 @@
 """jaxops: differentiable JAX operators that reproduce OpenVINO/ONNX exactly.
 
-GatherND-8, GatherElements-11/13, ScatterNDUpdate-3 and StridedSlice-1 as
+GatherND-8, GatherElements-11/13, ScatterNDUpdate-3/15,
+ScatterElementsUpdate-12 and StridedSlice-1 as
 jittable, vmappable functions with forward- and reverse-mode derivatives.
 Shape rules are in `jaxops.shapes`. Semantics, decisions and errata are in
 docs/semantics.md, the design in docs/design.md.
@@ -9,6 +10,7 @@ docs/semantics.md, the design in docs/design.md.
 from jaxops import shapes
 from jaxops._gather_elements import gather_elements
 from jaxops._gather_nd import gather_nd
+from jaxops._scatter_elements_update import scatter_elements_update
 from jaxops._scatter_nd_update import scatter_nd_update
 from jaxops._strided_slice import strided_slice
 
@@ -17,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
   "gather_elements",
   "gather_nd",
+  "scatter_elements_update",
   "scatter_nd_update",
   "shapes",
   "strided_slice",

@@ -175,6 +175,83 @@ def check_index_dtype(
     )
 
 
+# Kinds of Python values in the order they convert: an int list may fill float
+# data, a float list may not fill int data (NumPy's "same_kind").
+_KIND_ORDER = {"u": 0, "i": 0, "f": 1, "c": 2}
+_KIND_NAMES = {"u": "int", "i": "int", "f": "float", "c": "complex"}
+
+
+def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
+  """`updates` as an array of data's `dtype`, or a TypeError/ValueError.
+
+  Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
+  array is float32 when x64 is off, as it would be under jit). Python scalars
+  and lists, and the weakly typed arrays JAX makes of them under jit, take
+  data's dtype when that keeps or widens their kind, and concrete Python ints
+  must fit an integer dtype (`[1000]` into int8 is a ValueError, eager and
+  jitted alike). Python bools are not weak in JAX and need bool data, as bool
+  arrays do.
+  """
+  dtype = np.dtype(dtype)
+  is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
+  weak = (
+    jax.typeof(updates).weak_type
+    if isinstance(updates, (jax.Array, jax.core.Tracer))
+    else not is_array
+  )
+  if weak and not is_array and dtype.kind in "iu":
+    info = np.iinfo(dtype)
+    for value in jax.tree.leaves(updates):
+      if isinstance(value, (int, np.integer)) and not isinstance(
+        value, (bool, np.bool_)
+      ):
+        if not info.min <= int(value) <= info.max:
+          raise op_error(
+            op,
+            f"updates value {int(value)} does not fit {dtype.name} "
+            f"(range [{info.min}, {info.max}])",
+          )
+  updates = as_array_like(updates)
+  given = jax.dtypes.canonicalize_dtype(updates.dtype)
+  if weak and given.kind in _KIND_ORDER and dtype.kind in _KIND_ORDER:
+    if _KIND_ORDER[given.kind] > _KIND_ORDER[dtype.kind]:
+      raise op_error(
+        op,
+        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+        f"converted to data dtype {dtype.name} without changing kind",
+        TypeError,
+      )
+  elif given != dtype:
+    raise op_error(
+      op,
+      f"updates dtype {given.name} must equal data dtype "
+      f"{dtype.name}; jaxops does not cast implicitly, cast one "
+      "of them explicitly",
+      TypeError,
+    )
+  return jnp.asarray(updates, dtype=dtype)
+
+
+def host_indices(
+  indices: jax.Array | np.ndarray,
+) -> jax.Array | np.ndarray:
+  """Concrete NumPy indices clamped into the index dtype JAX will give them.
+
+  In x32 mode `jnp.asarray` turns int64 into int32 by wrapping (2**32 + 1
+  becomes 1, an in-range index); clamped first, a value beyond int32 stays
+  beyond every dim an int32 index can address, so `mode` (including "clip")
+  treats it as the out-of-range value it is. Traced and JAX arrays pass
+  through: they already have their JAX dtype.
+  """
+  if not isinstance(indices, np.ndarray):
+    return indices
+  target = np.dtype(jax.dtypes.canonicalize_dtype(indices.dtype))
+  if target == indices.dtype or indices.size == 0:
+    return indices
+  info = np.iinfo(target)
+  return np.clip(indices, info.min, info.max).astype(target)
+
+
 def canonicalize_mode(
   mode: Any, op: str, allowed: Sequence[str]
 ) -> lax.GatherScatterMode:

@@ -13,9 +13,18 @@ from the spec texts: docs/semantics.md.
 
 from jaxops._gather_elements import gather_elements_shape as gather_elements
 from jaxops._gather_nd import gather_nd_shape as gather_nd
+from jaxops._scatter_elements_update import (
+  scatter_elements_update_shape as scatter_elements_update,
+)
 from jaxops._scatter_nd_update import (
   scatter_nd_update_shape as scatter_nd_update,
 )
 from jaxops._strided_slice import strided_slice_shape as strided_slice
 
-__all__ = ["gather_elements", "gather_nd", "scatter_nd_update", "strided_slice"]
+__all__ = [
+  "gather_elements",
+  "gather_nd",
+  "scatter_elements_update",
+  "scatter_nd_update",
+  "strided_slice",
+]
