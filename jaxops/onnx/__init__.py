@@ -3,8 +3,10 @@
 `to_onnx(fn, *example_args)` traces `fn` with jax2onnx while every jaxops
 call in it binds its export primitive (`jaxops._export`; each operator's in
 its own module), and lowers each such call to one ONNX node of its own kind:
-GatherND, GatherElements, ScatterND, or Slice plus at most one
-Squeeze/Unsqueeze/Reshape (the lowerings: one module per operator in this
+GatherND, GatherElements, ScatterND, ScatterElements, or Slice plus at most
+one Squeeze/Unsqueeze/Reshape (the scatter reductions ONNX has no node for --
+ScatterNDUpdate `sub`, ScatterElementsUpdate `mean` and `use_init_val=False`
+-- as a small composite with the same bits) (the lowerings: one module per operator in this
 package, `jaxops/onnx/_<operator>.py`).
 The rest of `fn` is lowered by jax2onnx as usual. The model runs in
 onnxruntime, and OpenVINO reads it (`openvino.convert_model`). Mapping,
@@ -38,6 +40,7 @@ _EXTRA_MODULES = ("jax2onnx", "onnx", "onnx_ir")
 _LOWERINGS = (
   "_gather_elements",
   "_gather_nd",
+  "_scatter_elements_update",
   "_scatter_nd_update",
   "_strided_slice",
 )
