@@ -4,10 +4,11 @@
 call in it binds its export primitive (`jaxops._export`; each operator's in
 its own module), and lowers each such call to one ONNX node of its own kind:
 GatherND, GatherElements, ScatterND, ScatterElements, or Slice plus at most
-one Squeeze/Unsqueeze/Reshape (the scatter reductions ONNX has no node for --
-ScatterNDUpdate `sub`, ScatterElementsUpdate `mean` and `use_init_val=False`
--- as a small composite with the same bits) (the lowerings: one module per operator in this
-package, `jaxops/onnx/_<operator>.py`).
+one Squeeze/Unsqueeze/Reshape; the scatter reductions ONNX has no node for
+(ScatterNDUpdate `sub`, ScatterElementsUpdate `mean` and
+`use_init_val=False`) as a small composite with the same bits (the
+lowerings: one module per operator in this package,
+`jaxops/onnx/_<operator>.py`).
 The rest of `fn` is lowered by jax2onnx as usual. The model runs in
 onnxruntime, and OpenVINO reads it (`openvino.convert_model`). Mapping,
 semantics of out-of-range indices and duplicates, and dtypes:
