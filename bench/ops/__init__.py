@@ -11,7 +11,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("gather_nd", "gather_elements", "scatter_nd_update", "strided_slice")
+NAMES = (
+  "gather_nd",
+  "gather_elements",
+  "scatter_nd_update",
+  "scatter_elements_update",
+  "strided_slice",
+)
 
 
 def load(name: str) -> ModuleType:
