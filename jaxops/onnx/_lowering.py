@@ -120,3 +120,30 @@ def indices(
       shape=shape,
     )
   return value
+
+
+def slice_node(
+  ctx: Any,
+  value: ir.Value,
+  slices: Sequence[tuple[int, int, int, int]],
+  lead: int,
+  shape: Sequence[Any],
+) -> ir.Value:
+  """One Slice of `value` by `(axis, start, end, step)` rows (axes counted
+  after `lead` leading dims), or `value` itself when there are none."""
+  if not slices:
+    return value
+  axes, starts, ends, steps = zip(*slices)
+  return node(
+    ctx,
+    "Slice",
+    [
+      value,
+      const(ctx, starts, "starts"),
+      const(ctx, ends, "ends"),
+      const(ctx, [lead + a for a in axes], "axes"),
+      const(ctx, steps, "steps"),
+    ],
+    dtype=value.dtype,
+    shape=shape,
+  )

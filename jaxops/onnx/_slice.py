@@ -63,19 +63,5 @@ class SlicePlugin(PrimitiveLeafPlugin):
       slices, _ = _slicing.onnx_slices(_slice.plan(stand_in, **params))
     else:
       slices = symbolic_slices(**params)
-    if slices:
-      axes, starts, ends, steps = zip(*slices)
-      value = low.node(
-        ctx,
-        "Slice",
-        [
-          value,
-          low.const(ctx, starts, "starts"),
-          low.const(ctx, ends, "ends"),
-          low.const(ctx, [lead + a for a in axes], "axes"),
-          low.const(ctx, steps, "steps"),
-        ],
-        dtype=value.dtype,
-        shape=out_var.aval.shape,
-      )
+    value = low.slice_node(ctx, value, slices, lead, out_var.aval.shape)
     low.bind(ctx, out_var, value)

@@ -58,21 +58,7 @@ class StridedSlicePlugin(PrimitiveLeafPlugin):
     shape = shape[:lead] + sliced
     value = low.value_of(ctx, data_var, "data")
     dtype = value.dtype
-    if slices:
-      axes, starts, ends, steps = zip(*slices)
-      value = low.node(
-        ctx,
-        "Slice",
-        [
-          value,
-          low.const(ctx, starts, "starts"),
-          low.const(ctx, ends, "ends"),
-          low.const(ctx, [lead + a for a in axes], "axes"),
-          low.const(ctx, steps, "steps"),
-        ],
-        dtype=dtype,
-        shape=shape,
-      )
+    value = low.slice_node(ctx, value, slices, lead, shape)
     out_shape = tuple(out_var.aval.shape)
     if tuple(map(str, shape)) != tuple(map(str, out_shape)):
       squeezed = _removed_ones(shape, out_shape)
