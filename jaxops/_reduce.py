@@ -241,6 +241,7 @@ def serial_fold(init, members, lay: Layout, op: str) -> jax.Array:
   """
   s, n = lay.seg_start.shape[0], members.shape[0]
   later = ~lay.seg_chunk0
+  shift = later.astype(jnp.int32)
   heads = members.at[lay.seg_start].get(
     mode="fill", fill_value=0, unique_indices=True
   )
@@ -248,8 +249,8 @@ def serial_fold(init, members, lay: Layout, op: str) -> jax.Array:
   partial = fold(
     init1,
     members,
-    jnp.minimum(lay.seg_start + later, n),
-    lay.seg_count - later,
+    jnp.minimum(lay.seg_start + shift, n),
+    lay.seg_count - shift,
     lay.member_seg,
     op=op,
   )
