@@ -22,6 +22,8 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from jaxops import _duplicates
+
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
 CHUNK = 1024
@@ -148,7 +150,15 @@ def layout(target: jax.Array, slots: int) -> Layout:
   """The segments of `target` (n,), where `slots` marks dropped updates."""
   n = target.shape[0]
   i = lax.iota(jnp.int32, n)
-  sorted_target, order = lax.sort((target, i), num_keys=1, is_stable=True)
+  key_dtype = _duplicates.int_dtype_for((slots + 1) * n)
+  if key_dtype is None:
+    sorted_target, order = lax.sort((target, i), num_keys=1, is_stable=True)
+  else:
+    # Unique packed keys: one single-operand sort, about ten times faster on
+    # XLA:CPU than the stable two-operand sort (docs/design.md).
+    keys = lax.sort(target.astype(key_dtype) * n + i.astype(key_dtype))
+    sorted_target = (keys // n).astype(target.dtype)
+    order = (keys % n).astype(jnp.int32)
   first = jnp.concatenate(
     [jnp.ones((1,), bool), sorted_target[1:] != sorted_target[:-1]]
   )
