@@ -108,13 +108,14 @@ def np_scatter_nd_reduce(data, indices, updates, reduction, mode="drop"):
   data, indices = np.asarray(data), np.asarray(indices)
   k = indices.shape[-1]
   sizes = data.shape[:k]
-  tuples = indices.reshape(-1, k)
+  tuples = indices.reshape(int(np.prod(indices.shape[:-1])), k)
   rows = np.asarray(updates).reshape((len(tuples),) + data.shape[k:])
   targets = []
   for tup in tuples:
     wrapped = [_wrap(i, s, mode) for i, s in zip(tup, sizes)]
     bad = any(w is None for w in wrapped)
-    targets.append(None if bad else int(np.ravel_multi_index(wrapped, sizes)))
+    flat = int(np.ravel_multi_index(wrapped, sizes)) if k else 0
+    targets.append(None if bad else flat)
   flat = data.reshape((int(np.prod(sizes)),) + data.shape[k:])
   out = np_scatter_reduce(flat, targets, rows, reduction)
   return out.reshape(data.shape)
