@@ -295,8 +295,11 @@ def reduce_rows(
   else:
     rows = _fold.serial_fold(init, members, lay, "add")
   if reduction == "mean":
-    count = (lay.seg_run + int(use_init_val)).astype(dtype)
-    rows = rows / jnp.maximum(count, np.ones((), dtype))[:, None]
+    count = jnp.maximum(lay.seg_run + int(use_init_val), 1).astype(dtype)
+    # A divisor that depends on rows: XLA:CPU rewrites `x / broadcast(c)`
+    # into `x * broadcast(1 / c)`, which rounds differently (a NaN row stays
+    # NaN either way).
+    rows = rows / jnp.where(jnp.isnan(rows), np.ones((), dtype), count[:, None])
   return _write(data, lay.seg_target, rows, keep)
 
 

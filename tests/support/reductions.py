@@ -114,8 +114,10 @@ def np_scatter_nd_reduce(data, indices, updates, reduction, mode="drop"):
   for tup in tuples:
     wrapped = [_wrap(i, s, mode) for i, s in zip(tup, sizes)]
     bad = any(w is None for w in wrapped)
-    flat = int(np.ravel_multi_index(wrapped, sizes)) if k else 0
-    targets.append(None if bad else flat)
+    if bad:
+      targets.append(None)
+      continue
+    targets.append(int(np.ravel_multi_index(wrapped, sizes)) if k else 0)
   flat = data.reshape((int(np.prod(sizes)),) + data.shape[k:])
   out = np_scatter_reduce(flat, targets, rows, reduction)
   return out.reshape(data.shape)
