@@ -11,6 +11,7 @@ propagates under min/max; -0 < +0.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 
@@ -22,20 +23,21 @@ def neutral(reduction, dtype):
     return dtype.type(1)
   if dtype == np.bool_:
     return np.bool_(reduction == "min")
-  info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+  info = np.iinfo(dtype) if dtype.kind in "iu" else ml_dtypes.finfo(dtype)
   return dtype.type(info.max if reduction == "min" else info.min)
 
 
 def _better(new, old, is_max):
   """Whether `new` replaces `old` (ties keep old; NaN wins; -0 < +0)."""
-  if isinstance(old, np.floating) or np.issubdtype(type(old), np.floating):
+  if not isinstance(old, (np.integer, np.bool_, bool, int)):
+    old, new = float(old), float(new)  # bfloat16 is no np.floating
     if np.isnan(old):
       return False
     if np.isnan(new):
       return True
     if new == old:
-      return bool(np.signbit(old) and not np.signbit(new)) == is_max and (
-        np.signbit(old) != np.signbit(new)
+      return bool(np.signbit(old) != np.signbit(new)) and bool(
+        np.signbit(old) == is_max
       )
   return bool(new > old) if is_max else bool(new < old)
 
