@@ -4,11 +4,10 @@ A teacher graph network labels the nodes of a random directed graph; a student
 of the same shape, started elsewhere, learns the labels. One layer, per node
 i with in-neighbours N(i):
 
-    m_j   = tanh(x_j W)                        (a message per edge j -> i)
-    sum_i = sum_{j in N(i)} m_j                ScatterNDUpdate-15, reduction="sum"
-    mean_i, max_i over N(i)                    ScatterElementsUpdate-12,
-                                               reduction="mean" / "max",
-                                               use_init_val=False
+    m_j   = tanh(x_j W)          (a message per edge j -> i)
+    sum_i = sum_{j in N(i)} m_j  ScatterNDUpdate-15, reduction="sum"
+    mean_i, max_i over N(i)      ScatterElementsUpdate-12, reduction="mean"
+                                 and "max", use_init_val=False
     y_i   = x_i a + sum_i b + mean_i c + max_i d
 
 A node without in-edges keeps 0 in every aggregate: the data the reductions
