@@ -99,8 +99,7 @@ def _case(seed, reduction, dtype, index_dtype=np.int64):
     rank=seed % 5 + 1,
     duplicates=seed % 4 != 3,
     index_dtype=index_dtype,
-    fractional=dtype.kind == "f" and dtype != np.float64
-    or dtype.name == "bfloat16",
+    fractional=dtype.name in ("float32", "float16", "bfloat16"),
   )
 
 
