@@ -438,7 +438,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
     if case.reduction == "sub" and case.data.dtype == np.bool_:
       return {"Cast": 3, "ScatterND": 1, "Mod": 1, "Xor": 1}
     if case.reduction == "sub":
-      counts["Neg" if case.data.dtype.kind == "i" else "Sub"] = 1
+      counts["Sub" if case.data.dtype.kind == "u" else "Neg"] = 1
     return counts
   scatters = 1 + (case.reduction != "none" and not case.use_init_val)
   if case.reduction != "mean":
