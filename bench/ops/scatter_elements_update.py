@@ -62,7 +62,7 @@ def case(name, tier, data_shape, n, reduction, *, grad=True):
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
     rows = rng.integers(0, data_shape[0], n).astype(np.int32)
-    indices = np.ascontiguousarray(
+    indices = np.array(
       np.broadcast_to(
         rows.reshape((n,) + (1,) * (len(data_shape) - 1)), index_shape
       )
