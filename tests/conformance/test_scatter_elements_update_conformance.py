@@ -228,8 +228,8 @@ def test_nan_under_min_max():
 
 def _ort_supported(reduction, dtype):
   name = np.dtype(dtype).name
-  if name == "float16":
-    return reduction == "none"
+  if name == "float16":  # unlike its ScatterND, f16 min/max work
+    return reduction not in ("sum", "prod")
   return not (name == "bool" and reduction in ("min", "max"))
 
 
