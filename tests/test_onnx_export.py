@@ -451,6 +451,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
   return counts | {
     "Cast": 5 + (not case.use_init_val),
     "Div": 1,
+    "Max": 1,
     "Mul": 1,
     "Sub": 2,
     "Less": 1,

@@ -117,7 +117,13 @@ class _Graph:
     data = self.init(self.cast(self.data, INT64), "sum", np.int64, use_init_val)
     updates = self.cast(self.updates, INT64, False)
     total = self.scatter(data, updates, "add")
-    divisor = self.cast(divisor, INT64)
+    # At least 1: untargeted slots (count 0 with use_init_val=False) are
+    # replaced by data below, but an integer Div by 0 is a runtime error.
+    divisor = self.node(
+      "Max",
+      [self.cast(divisor, INT64), low.const(self.ctx, 1, "one", np.int64)],
+      INT64,
+    )
     q = self.node("Div", [total, divisor], INT64)
     rest = self.node(
       "Sub", [total, self.node("Mul", [q, divisor], INT64)], INT64
