@@ -40,7 +40,7 @@ def test_docstring_example_sum():
 
 
 def test_integer_mean_rounds_toward_minus_infinity():
-  # The spec's rule; OpenVINO's CPU plugin truncates to -2 (RT-8).
+  # The spec's rule; OpenVINO's CPU plugin truncates to -2 (RT-14).
   out = jaxops.scatter_elements_update(
     np.array([-1, 7], I32), [0, 0], np.array([-2, -4], I32), reduction="mean"
   )
@@ -48,7 +48,7 @@ def test_integer_mean_rounds_toward_minus_infinity():
 
 
 def test_int8_mean_accumulates_wide():
-  # 100 and 100 average to 100; OpenVINO's CPU plugin wraps to -28 (RT-9).
+  # 100 and 100 average to 100; OpenVINO's CPU plugin wraps to -28 (RT-15).
   out = jaxops.scatter_elements_update(
     np.array([100, 1], np.int8),
     [0],
