@@ -251,13 +251,13 @@ def test_python_int_updates_that_do_not_fit_are_rejected():
   rejections.assert_op_error(
     OP,
     ValueError,
-    r"^updates value 1000 does not fit int8",
+    r"^updates value 1000 does not fit data dtype int8",
     lambda: jaxops.scatter_elements_update(data, indices, [1000]),
   )
   rejections.assert_op_error(
     OP,
     ValueError,
-    r"^updates value -1 does not fit uint8",
+    r"^updates value -1 does not fit data dtype uint8",
     lambda: jax.jit(lambda d, i: jaxops.scatter_elements_update(d, i, [-1]))(
       data.astype(np.uint8), indices
     ),

@@ -127,7 +127,7 @@ def test_python_int_updates_that_do_not_fit():
   rejections.assert_op_error(
     OP,
     ValueError,
-    r"^updates value 2048 does not fit int8",
+    r"^updates value 2048 does not fit data dtype int8",
     lambda: jaxops.scatter_nd_update(np.zeros(3, np.int8), [[0]], [2048]),
   )
 
