@@ -212,6 +212,11 @@ def serial_fold(init, members, lay: Layout, op: str) -> jax.Array:
   in sorted order.
   """
   s, n = lay.seg_start.shape[0], members.shape[0]
+  if n <= CHUNK:
+    # No run is longer than a chunk: every segment is its target's chunk 0.
+    return fold(
+      init, members, lay.seg_start, lay.seg_count, lay.member_seg, op=op
+    )
   later = ~lay.seg_chunk0
   shift = later.astype(jnp.int32)
   heads = members.at[lay.seg_start].get(

@@ -27,6 +27,7 @@ No scatter here depends on the order in which XLA applies repeated indices
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -228,6 +229,11 @@ def _apply(reduction, acc, rows):
   return acc * rows
 
 
+# Jitted so that an eager call compiles and dispatches once, not op by op
+# (the layout alone is a few dozen operations); inlined under an outer jit.
+@functools.partial(
+  jax.jit, static_argnames=("reduction", "use_init_val", "unique_indices")
+)
 def reduce_rows(
   data: jax.Array,
   target: jax.Array,
