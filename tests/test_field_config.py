@@ -199,26 +199,6 @@ def _ops() -> list[Op]:
           (0, 2),
         )
       )
-  for reduction in ("sum", "max"):
-    ops.append(
-      Op(
-        f"scatter_nd_update_{reduction}",
-        functools.partial(jaxops.scatter_nd_update, reduction=reduction),
-        (_data(), _SCATTER_INDICES, _SCATTER_UPDATES),
-        (0, 2),
-      )
-    )
-  for reduction in ("none", "mean", "prod", "min"):
-    ops.append(
-      Op(
-        f"scatter_elements_update_{reduction}",
-        functools.partial(
-          jaxops.scatter_elements_update, axis=1, reduction=reduction
-        ),
-        (_data()[:2], _GATHER_ELEMENTS_INDICES, _data()[:2, :3] * 2),
-        (0, 2),
-      )
-    )
   ops.append(
     Op(
       "strided_slice",

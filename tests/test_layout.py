@@ -47,7 +47,6 @@ _OPERATORS = {
   "jaxops._gather",
   "jaxops._gather_elements",
   "jaxops._gather_nd",
-  "jaxops._scatter_elements_update",
   "jaxops._scatter_nd_update",
   "jaxops._slice",
   "jaxops._strided_slice",

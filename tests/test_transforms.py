@@ -88,28 +88,6 @@ def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
   )
 
 
-def _scatter_reduction_case(name, op, reduction):
-  """Smooth reductions with repeated targets (float sum/prod/mean folds)."""
-  if op == "nd":
-
-    def fn(d, i, u):
-      return jaxops.scatter_nd_update(d, i, u, reduction=reduction)
-
-    def make_args(rng):
-      idx = rng.integers(-3, 3, (6, 1))
-      return _floats(rng, (3, 4)), idx, _floats(rng, (6, 4))
-  else:
-
-    def fn(d, i, u):
-      return jaxops.scatter_elements_update(d, i, u, 1, reduction=reduction)
-
-    def make_args(rng):
-      idx = rng.integers(-4, 4, (3, 6))
-      return _floats(rng, (3, 4)), idx, _floats(rng, (3, 6))
-
-  return Case(f"scatter_{op}_{name}", fn, make_args, (0, 2))
-
-
 def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
   return Case(
     f"strided_slice_{name}",
@@ -157,10 +135,6 @@ CASES = [
   _scatter_nd_update_case("duplicates", (3, 4), (6,), k=1, unique=False),
   _slice_case("reverse_clamp", (5, 4, 3), (-9, 3), (-99, 0), (-2, 1), (0, 2)),
   _slice_case("int64_limits", (4, 6), (2**63 - 1,), (-(2**63),), (-1,), (-1,)),
-  _scatter_reduction_case("sum", "nd", "sum"),
-  _scatter_reduction_case("prod", "nd", "prod"),
-  _scatter_reduction_case("mean", "elements", "mean"),
-  _scatter_reduction_case("prod", "elements", "prod"),
   _strided_slice_case(
     "masks_reverse",
     (5, 4, 3),
