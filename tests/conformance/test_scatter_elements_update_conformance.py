@@ -160,7 +160,9 @@ def test_openvino_cpu(reduction, dtype, use_init_val):
       assert_runtime(got, openvino_model(case), case.describe())
     want = case.expected()
     assert_same(_run(case), want, case.describe())
-    if np.array_equal(openvino_model(case), want):
+    # Equal to the runtime where its model is exact and agrees with the spec
+    # (its bf16 sums are only bounded, above).
+    if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
       assert_same(_run(case), got, case.describe())
 
 

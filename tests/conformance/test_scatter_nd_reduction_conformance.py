@@ -166,7 +166,9 @@ def test_openvino_cpu(reduction, dtype):
       assert_runtime(got, openvino_model(case), case.describe())
     want = case.expected()
     assert_same(_jitted(reduction)(*case.inputs), want, case.describe())
-    if np.array_equal(openvino_model(case), want):
+    # Equal to the runtime where its model is exact and agrees with the spec
+    # (its bf16 sums are only bounded, above).
+    if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
       assert_same(_jitted(reduction)(*case.inputs), got, case.describe())
 
 
