@@ -4,7 +4,8 @@ int64 (docs/export.md#scatter-nd-update).
 `reduction` none/sum/prod/min/max is the node's `reduction` none/add/mul/
 min/max (ScatterND-18). `sub` is `add` of the negated updates: `x - y` and
 `x + (-y)` are the same bits in IEEE arithmetic and in wrap-around integers
-(unsigned updates are negated as `0 - y`, which ONNX's Neg does not take).
+(unsigned updates, which ONNX's Neg does not take, as `2**bits - y` in
+int64).
 Bool data: `min`/`max` are AND/OR, so they export as `mul`/`add` (the bool
 reductions onnxruntime implements); bool `sub` (XOR over repeats) is data XOR
 the parity of the number of true updates per slot, counted with an int32
@@ -38,11 +39,33 @@ BOOL_REDUCTION = {"min": "mul", "max": "add"}
 
 
 def negated(ctx: Any, value: ir.Value, dtype: Any, shape: Any) -> ir.Value:
-  """`-value`, bit for bit as jnp.negative (unsigned: `0 - value`)."""
-  if np.issubdtype(np.dtype(dtype), np.unsignedinteger):
+  """`-value`, bit for bit as jnp.negative.
+
+  Unsigned (ONNX's Neg takes none): `(2**bits - value) mod 2**bits` in
+  int64, cast back, for up to 32 bits -- OpenVINO's CPU plugin saturates a
+  uint8 `0 - value` to 0 (docs/semantics.md#rt-23); uint64: `0 - value`.
+  """
+  dtype = np.dtype(dtype)
+  if dtype.kind != "u":
+    return low.node(ctx, "Neg", [value], dtype=value.dtype, shape=shape)
+  if dtype.itemsize == 8:
     zero = low.const(ctx, 0, "zero", dtype)
     return low.node(ctx, "Sub", [zero, value], dtype=value.dtype, shape=shape)
-  return low.node(ctx, "Neg", [value], dtype=value.dtype, shape=shape)
+  int64 = ir.DataType.INT64
+  wide = low.node(ctx, "Cast", [value], dtype=int64, shape=shape, to=int(int64))
+  modulus = low.const(ctx, 2 ** (8 * dtype.itemsize), "modulus", np.int64)
+  complement = low.node(ctx, "Sub", [modulus, wide], dtype=int64, shape=shape)
+  wrapped = low.node(
+    ctx, "Mod", [complement, modulus], dtype=int64, shape=shape
+  )
+  return low.node(
+    ctx,
+    "Cast",
+    [wrapped],
+    dtype=value.dtype,
+    shape=shape,
+    to=int(value.dtype),
+  )
 
 
 def _bool_xor(ctx, data, indices, updates, data_shape, updates_shape):
