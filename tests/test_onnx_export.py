@@ -462,7 +462,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
     return counts | {"Cast": 1, "Div": 1}
   # int64 sums, floor division, cast back
   return counts | {
-    "Cast": 5 + (not case.use_init_val),
+    "Cast": 5,
     "Div": 1,
     "Max": 1,
     "Mul": 1,
