@@ -208,7 +208,9 @@ def _ops() -> list[Op]:
         (0, 2),
       )
     )
-  for reduction in ("none", "mean", "prod", "min"):
+  # One row per engine path: the fold (sum, mean), the combiner scatter
+  # (max) and the unique write (none).
+  for reduction in ("none", "mean"):
     ops.append(
       Op(
         f"scatter_elements_update_{reduction}",

@@ -85,15 +85,14 @@ def test_slices_and_elements_match_serial_reference(reduction, dtype):
     indices = rng.integers(-2, 2, lead + (k,))
     updates = gen.random_values(rng, lead + data_shape[k:], dtype)
     expected = np_scatter_nd_reduce(data, indices, updates, reduction)
-    # Eager for the first form only: each form is a compilation, and
-    # eager == jit is the field-config tests' matter.
-    forms = (_jitted,) if k != 1 else (jaxops.scatter_nd_update, _jitted)
-    for fn in forms:
-      assert_same(
-        fn(data, indices, updates, reduction=reduction),
-        expected,
-        f"{data_shape} k={k}",
-      )
+    # Eager for the first form, jitted for the others: each form is a
+    # compilation, and eager == jit is the field-config tests' matter.
+    fn = jaxops.scatter_nd_update if k == 1 else _jitted
+    assert_same(
+      fn(data, indices, updates, reduction=reduction),
+      expected,
+      f"{data_shape} k={k}",
+    )
 
 
 @pytest.mark.parametrize("mode", ("drop", "clip"))
@@ -135,9 +134,21 @@ def test_python_int_updates_that_do_not_fit():
   )
 
 
-@pytest.mark.parametrize("reduction", ND)
+# Every reduction with all three arguments batched, and the other argument
+# combinations spread over the reductions so that each engine path (the
+# fold's batching rule, the combiner scatter, the unique write) meets
+# several.
+VMAP_AXES = {
+  "sum": [(0, None, None), (0, 0, 0)],
+  "sub": [(None, 0, None), (0, 0, 0)],
+  "prod": [(None, None, 0), (0, 0, 0)],
+  "min": [(None, 0, 0), (0, 0, 0)],
+  "max": [(0, None, 0), (0, 0, 0)],
+}
+
+
 @pytest.mark.parametrize(
-  "axes", [(0, None, None), (None, 0, None), (None, None, 0), (0, 0, 0)]
+  "reduction, axes", [(r, a) for r in ND for a in VMAP_AXES[r]]
 )
 def test_vmap_any_argument(reduction, axes):
   rng = np.random.default_rng(5)
