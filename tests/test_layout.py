@@ -13,6 +13,8 @@ import pytest
 
 import jaxops
 
+pytestmark = pytest.mark.lowest_versions
+
 _ROOT = pathlib.Path(jaxops.__file__).parent
 
 

@@ -312,33 +312,32 @@ COMBINATIONS = [
 ]
 
 
-@functools.partial(jax.jit, static_argnames=("axis", "reduction", "init"))
-def _jitted(data, indices, updates, axis, reduction, init):
-  return jaxops.scatter_elements_update(
-    data, indices, updates, axis, reduction=reduction, use_init_val=init
-  )
+_jitted = jax.jit(
+  jaxops.scatter_elements_update,
+  static_argnames=("axis", "reduction", "use_init_val"),
+)
+
+
+# (data shape, indices shape, axis, use_init_val, eager): each combination
+# runs one form, a compilation, alternating over dtypes and reductions so that
+# every reduction and every dtype meets both (eager == jit is the
+# field-config tests' matter).
+FORMS = (
+  ((3, 4), (7, 4), 0, True, True),
+  ((2, 3, 2), (2, 5, 1), -2, False, False),
+)
 
 
 @pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
 def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
   rng = np.random.default_rng(REDUCTIONS.index(reduction))
-  # Two forms, each a compilation: eager, and jitted with the other
-  # `use_init_val` (eager == jit is the field-config tests' matter).
-  for data_shape, indices_shape, axis, init, eager in [
-    ((3, 4), (7, 4), 0, True, True),
-    ((2, 3, 2), (2, 5, 1), -2, False, False),
-  ]:
-    data, indices, updates = _case(rng, dtype, data_shape, indices_shape, axis)
-    expected = np_scatter_elements(
-      data, indices, updates, axis, reduction, init
-    )
-    if eager:
-      out = jaxops.scatter_elements_update(
-        data, indices, updates, axis, reduction=reduction, use_init_val=init
-      )
-      assert_same(out, expected, f"{data_shape} {axis} init={init}")
-    jitted = _jitted(data, indices, updates, axis, reduction, init)
-    assert_same(jitted, expected, f"jit {data_shape} {axis} init={init}")
+  form = (REDUCTIONS.index(reduction) + DTYPES.index(dtype)) % len(FORMS)
+  data_shape, indices_shape, axis, init, eager = FORMS[form]
+  data, indices, updates = _case(rng, dtype, data_shape, indices_shape, axis)
+  expected = np_scatter_elements(data, indices, updates, axis, reduction, init)
+  fn = jaxops.scatter_elements_update if eager else _jitted
+  out = fn(data, indices, updates, axis, reduction=reduction, use_init_val=init)
+  assert_same(out, expected, f"{data_shape} {axis} init={init} eager={eager}")
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)

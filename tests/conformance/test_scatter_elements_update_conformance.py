@@ -30,18 +30,16 @@ import jaxops
 from tests.conformance.test_scatter_nd_reduction_conformance import (
   ONNX_REDUCTION,
   ORT_DTYPES,
+  SEED_OF_MODE,
+  SEEDS,
+  _of_mode,
   assert_runtime,
+  spread,
 )
 from tests.support import oracles
 from tests.support import scatter_reduce as sr
 from tests.support.asserts import assert_same
 
-# Ranks 1-5, int32 and int64 indices, negative axes, repeats: every case is
-# a compilation on each side, so few seeds cover the shape classes. The
-# random sweeps run in x64 mode only, where int64 indices reach jaxops as
-# int64: x32 mode's narrower index path is the same engine, held to the same
-# serial reference in both modes by tests/test_scatter_elements_update.py.
-SEEDS = range(5)
 OV_DTYPES = (
   np.float32,
   np.float16,
@@ -77,15 +75,16 @@ def _run(case):
   return _jitted(case.axis, case.reduction, case.use_init_val)(*case.inputs)
 
 
-def _case(seed, reduction, dtype, use_init_val=True, index_dtype=np.int64):
+def _case(seed, reduction, dtype, use_init_val=True):
   dtype = np.dtype(dtype)
+  seed = spread(seed, reduction, dtype.name, use_init_val)
   return sr.random_elements_case(
     seed,
     reduction,
     dtype,
     use_init_val=use_init_val,
     rank=seed % 5 + 1,
-    index_dtype=index_dtype,
+    index_dtype=(np.int32, np.int64)[seed % 2],
     fractional=dtype.name in ("float32", "float16", "bfloat16"),
     negative_axis=seed % 3 == 1,
   )
@@ -126,11 +125,8 @@ def _reductions(dtype):
 
 
 @functools.cache
-def _openvino_results(reduction, dtype, use_init_val):
-  cases = [
-    _case(seed, reduction, dtype, use_init_val, (np.int32, np.int64)[seed % 2])
-    for seed in SEEDS
-  ]
+def _openvino_results(reduction, dtype, use_init_val, seeds=SEEDS):
+  cases = [_case(seed, reduction, dtype, use_init_val) for seed in seeds]
   results = oracles.openvino_cpu_many(
     [functools.partial(_node, c.axis, reduction, use_init_val) for c in cases],
     [c.inputs for c in cases],
@@ -147,39 +143,41 @@ OV_PARAMS = [
 ]
 
 
-@pytest.mark.jax_modes("x64")  # the sweeps: see SEEDS
 @pytest.mark.parametrize("reduction,dtype,use_init_val", OV_PARAMS)
-def test_openvino_cpu(reduction, dtype, use_init_val):
+def test_openvino_cpu(reduction, dtype, use_init_val, jax_mode):
   cases, results = _openvino_results(reduction, dtype, use_init_val)
-  for case, got in zip(cases, results):
-    if _bf16_rounding(case):
-      # Within a few bf16 roundings of the f32 result (runtime bugs).
-      np.testing.assert_allclose(
-        got.astype(np.float32),
-        _widened(case, np.float32).expected(),
-        rtol=2**-6,
-        err_msg=case.describe(),
-      )
-    else:
-      assert_runtime(got, openvino_model(case), case.describe())
-    want = case.expected()
-    assert_same(_run(case), want, case.describe())
-    # Equal to the runtime where its model is exact and agrees with the spec
-    # (its bf16 sums are only bounded, above).
-    if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
-      assert_same(_run(case), got, case.describe())
+  case, got = _of_mode(jax_mode, cases, results)
+  if _bf16_rounding(case):
+    # Within a few bf16 roundings of the f32 result (runtime bugs).
+    np.testing.assert_allclose(
+      got.astype(np.float32),
+      _widened(case, np.float32).expected(),
+      rtol=2**-6,
+      err_msg=case.describe(),
+    )
+  else:
+    assert_runtime(got, openvino_model(case), case.describe())
+  want = case.expected()
+  assert_same(_run(case), want, case.describe())
+  # Equal to the runtime where its model is exact and agrees with the spec
+  # (its bf16 sums are only bounded, above).
+  if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
+    assert_same(_run(case), got, case.describe())
 
 
 def test_openvino_cpu_departures_are_real():
-  """The bug models are not vacuous: the cases above include integer means
-  the plugin rounds differently and f16 sums it rounds differently."""
+  """The bug models are not vacuous: cases of the generator above include
+  integer means the plugin rounds differently and f16 sums it rounds
+  differently (runtime only: eight seeds cost one OpenVINO compilation)."""
   differs = {}
   for reduction, dtype, use_init_val in [
     ("mean", np.int32, True),
     ("mean", np.int8, False),
     ("sum", np.float16, True),
   ]:
-    cases, results = _openvino_results(reduction, dtype, use_init_val)
+    cases, results = _openvino_results(
+      reduction, dtype, use_init_val, seeds=tuple(range(8))
+    )
     differs[reduction, np.dtype(dtype).name] = sum(
       not np.array_equal(got, c.expected()) for c, got in zip(cases, results)
     )
@@ -241,19 +239,17 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.jax_modes("x64")  # the sweeps: see SEEDS
 @pytest.mark.parametrize("dtype", ORT_DTYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("reduction", list(ONNX_REDUCTION))
-def test_onnxruntime_one_thread(reduction, dtype):
-  for seed in SEEDS:
-    case = _case(seed, reduction, dtype)
-    attrs = {"axis": case.axis, "reduction": ONNX_REDUCTION[reduction]}
-    if not _ort_supported(reduction, dtype):
-      with pytest.raises(Exception, match="not supported"):
-        oracles.onnxruntime("ScatterElements", case.inputs, attrs, threads=1)
-      continue
-    want = oracles.onnxruntime("ScatterElements", case.inputs, attrs, threads=1)
-    assert_same(_run(case), want, case.describe())
+def test_onnxruntime_one_thread(reduction, dtype, jax_mode):
+  case = _case(SEED_OF_MODE[jax_mode], reduction, dtype)
+  attrs = {"axis": case.axis, "reduction": ONNX_REDUCTION[reduction]}
+  if not _ort_supported(reduction, dtype):
+    with pytest.raises(Exception, match="not supported"):
+      oracles.onnxruntime("ScatterElements", case.inputs, attrs, threads=1)
+    return
+  want = oracles.onnxruntime("ScatterElements", case.inputs, attrs, threads=1)
+  assert_same(_run(case), want, case.describe())
 
 
 def _onnx_cases():
