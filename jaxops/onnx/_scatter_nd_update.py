@@ -58,13 +58,9 @@ def negated(ctx: Any, value: ir.Value, dtype: Any, shape: Any) -> ir.Value:
   wrapped = low.node(
     ctx, "Mod", [complement, modulus], dtype=int64, shape=shape
   )
+  narrow = ir.DataType.from_numpy(dtype)
   return low.node(
-    ctx,
-    "Cast",
-    [wrapped],
-    dtype=value.dtype,
-    shape=shape,
-    to=int(value.dtype),
+    ctx, "Cast", [wrapped], dtype=narrow, shape=shape, to=int(narrow)
   )
 
 
