@@ -29,11 +29,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common, _duplicates, _export, _values
+from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
 from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
 from jaxops._linear import linear_custom_jvp
 
 OP = "ScatterNDUpdate-3"
+REDUCTIONS = ("none", "sum", "sub", "prod", "min", "max")
 
 
 def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
@@ -85,51 +86,6 @@ def scatter_nd_update_shape(
   return data_shape
 
 
-# Kinds of Python values in the order they convert: an int list may fill float
-# data, a float list may not fill int data (NumPy's "same_kind").
-_KIND_ORDER = {"u": 0, "i": 0, "f": 1, "c": 2}
-_KIND_NAMES = {"u": "int", "i": "int", "f": "float", "c": "complex"}
-
-
-def _as_updates(updates: Any, dtype: np.dtype) -> jax.Array:
-  """`updates` as an array of data's `dtype`, or a TypeError.
-
-  Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
-  array is float32 when x64 is off, as it would be under jit). Python scalars
-  and lists, and the weakly typed arrays JAX makes of them under jit, take
-  data's dtype when that keeps or widens their kind. Python bools are not weak
-  in JAX and need bool data, as bool arrays do.
-  """
-  is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
-  weak = (
-    jax.typeof(updates).weak_type
-    if isinstance(updates, (jax.Array, jax.core.Tracer))
-    else not is_array
-  )
-  updates = _common.as_array_like(updates)
-  if not is_array:
-    updates = _values.python_values(updates, dtype, OP, "updates")
-  given = jax.dtypes.canonicalize_dtype(updates.dtype)
-  if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
-    if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
-      raise op_error(
-        OP,
-        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
-        f"converted to data dtype {np.dtype(dtype).name} without changing "
-        "kind",
-        TypeError,
-      )
-  elif given != dtype:
-    raise op_error(
-      OP,
-      f"updates dtype {given.name} must equal data dtype "
-      f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
-      "of them explicitly",
-      TypeError,
-    )
-  return jnp.asarray(updates, dtype=dtype)
-
-
 def _scatter(
   data: jax.Array,
   indices: jax.Array,
@@ -168,23 +124,11 @@ _scatter_unique = linear_custom_jvp(
 )
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _scatter_indices(
-  indices: jax.Array,
-  sizes: tuple[int, ...],
-  mode: lax.GatherScatterMode,
-  strategy: _duplicates.Strategy | None,
-) -> jax.Array:
-  """The indices the final unique scatter uses: (n, k) tuples, or with a
-  `strategy` (n,) rows (tuples when a row index would overflow).
-
-  Wraps negative indices, applies `mode` ("clip" clamps here), and with a
-  `strategy` (no uniqueness promise) redirects every tuple that is not the
-  winner of its target -- losers and out-of-range tuples -- to the distinct
-  out-of-range index `-1 - position`. Jitted so that an eager call costs one
-  dispatch; it only ever sees integer arrays, so no derivative is taken
-  through it.
-  """
+def _in_range(
+  indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
+) -> tuple[jax.Array, jax.Array]:
+  """(n, k) signed tuples with negatives wrapped and `mode` applied ("clip"
+  clamps), and whether each is in range (n,)."""
   n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
   sizes_arr = np.asarray(sizes, np.int64).reshape(1, k)
@@ -209,6 +153,28 @@ def _scatter_indices(
       f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
     )
     in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
+  return indices, in_bounds
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _scatter_indices(
+  indices: jax.Array,
+  sizes: tuple[int, ...],
+  mode: lax.GatherScatterMode,
+  strategy: _duplicates.Strategy | None,
+) -> jax.Array:
+  """The indices the final unique scatter uses: (n, k) tuples, or with a
+  `strategy` (n,) rows (tuples when a row index would overflow).
+
+  Wraps negative indices, applies `mode` ("clip" clamps here), and with a
+  `strategy` (no uniqueness promise) redirects every tuple that is not the
+  winner of its target -- losers and out-of-range tuples -- to the distinct
+  out-of-range index `-1 - position`. Jitted so that an eager call costs one
+  dispatch; it only ever sees integer arrays, so no derivative is taken
+  through it.
+  """
+  n = indices.shape[0]
+  indices, in_bounds = _in_range(indices, sizes, mode)
   if strategy is None:
     # The scatter's own out-of-range test drops what "drop" drops.
     return indices
@@ -221,11 +187,34 @@ def _scatter_indices(
   return jnp.where(wins, rows, redirected.astype(row_dtype))
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _targets(
+  indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
+) -> jax.Array:
+  """The linear slot of each tuple (n,), `prod(sizes)` where it is dropped."""
+  n = indices.shape[0]
+  slots = math.prod(sizes)
+  dtype = _duplicates.int_dtype_for(slots + n)
+  if dtype is None:
+    raise op_error(
+      OP,
+      f"reductions need {slots} + {n} to fit an index type; enable x64",
+    )
+  if not sizes:
+    return jnp.zeros((n,), dtype)
+  indices, in_bounds = _in_range(indices, sizes, mode)
+  valid = jnp.where(in_bounds[:, None], indices, 0)
+  return jnp.where(
+    in_bounds, _common.linear_index(valid, sizes, dtype), dtype.type(slots)
+  )
+
+
 def scatter_nd_update(
   data: ArrayLike,
   indices: ArrayLike,
   updates: ArrayLike,
   *,
+  reduction: str = "none",
   mode: _common.ScatterMode = "drop",
   unique_indices: bool = False,
   _strategy: _duplicates.Strategy | None = None,
@@ -282,11 +271,12 @@ def scatter_nd_update(
   Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
   """
   if _export.active():
-    return _exported(data, indices, updates, mode, unique_indices)
+    return _exported(data, indices, updates, reduction, mode, unique_indices)
   data = _values.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
-  updates = _as_updates(updates, data.dtype)
+  updates = _values.as_updates(updates, data.dtype, OP)
   scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
+  _reduce.check_reduction(OP, reduction, REDUCTIONS, data.dtype)
   scatter_mode = _common.canonicalize_mode(
     mode, OP, ("drop", "clip", "promise_in_bounds")
   )
@@ -306,6 +296,19 @@ def scatter_nd_update(
   if n == 0 or data.size == 0:
     # Nothing to write (every index into an empty dim is out of range).
     return data
+  if reduction != "none":
+    target = _targets(
+      jnp.reshape(_values.index_array(indices), (n, k)), sizes, scatter_mode
+    )
+    rows = math.prod(data.shape[k:])
+    out = _reduce.reduce_rows(
+      data.reshape(-1, rows),
+      target,
+      updates.reshape(n, rows),
+      reduction,
+      unique_indices=bool(unique_indices),
+    )
+    return out.reshape(data.shape)
   if k == 0:
     # Every tuple addresses all of data: the last one wins.
     return updates[n - 1]
@@ -330,17 +333,19 @@ def scatter_nd_update(
 
 
 # Export primitive (docs/export.md#scatter-nd-update) -------------------------
-# `jaxops_scatter_nd_update(data, indices, updates; mode, unique_indices)`,
+# `jaxops_scatter_nd_update(data, indices, updates; reduction, mode,
+# unique_indices)`,
 # updates exactly `indices.shape[:-1] + data.shape[k:]`; lowered to ONNX by
 # jaxops/onnx/_scatter_nd_update.py.
 
 
-def _export_impl(data, indices, updates, *, mode, unique_indices):
+def _export_impl(data, indices, updates, *, reduction, mode, unique_indices):
   return _export.normal(
     scatter_nd_update,
     data,
     indices,
     updates,
+    reduction=reduction,
     mode=mode,
     unique_indices=unique_indices,
   )
@@ -380,14 +385,19 @@ scatter_nd_update_p = _export.define_primitive(
 
 
 def _exported(
-  data: Any, indices: Any, updates: Any, mode: Any, unique_indices: Any
+  data: Any,
+  indices: Any,
+  updates: Any,
+  reduction: Any,
+  mode: Any,
+  unique_indices: Any,
 ) -> jax.Array:
   """`scatter_nd_update` while exporting: one `scatter_nd_update_p`, or the
   normal computation where the node cannot express the call: k = 0 (OpenVINO's
   CPU plugin is wrong on it), empty scatters and zero-size data."""
   _export.validate(
     lambda d, i, u: scatter_nd_update(
-      d, i, u, mode=mode, unique_indices=unique_indices
+      d, i, u, reduction=reduction, mode=mode, unique_indices=unique_indices
     ),
     data,
     indices,
@@ -404,6 +414,7 @@ def _exported(
       data,
       indices,
       updates,
+      reduction=reduction,
       mode=mode,
       unique_indices=unique_indices,
     )
@@ -412,5 +423,10 @@ def _exported(
     # The (1,) form of a 0-d update: both runtimes reject it.
     updates = jnp.reshape(updates, expected)
   return scatter_nd_update_p.bind(
-    data, indices, updates, mode=mode, unique_indices=bool(unique_indices)
+    data,
+    indices,
+    updates,
+    reduction=reduction,
+    mode=mode,
+    unique_indices=bool(unique_indices),
   )

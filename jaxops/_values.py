@@ -230,3 +230,48 @@ def check_fits(value: Any, kind: str, dtype: Any, op: str, what: str) -> None:
     fits = True
   if not fits:
     raise op_error(op, f"{what} does not fit data dtype {name}")
+
+
+# Kinds of Python values in the order they convert: an int list may fill float
+# data, a float list may not fill int data (NumPy's "same_kind").
+_KIND_ORDER = {"u": 0, "i": 0, "f": 1, "c": 2}
+_KIND_NAMES = {"u": "int", "i": "int", "f": "float", "c": "complex"}
+
+
+def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
+  """`updates` as an array of data's `dtype`, or a TypeError.
+
+  Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
+  array is float32 when x64 is off, as it would be under jit). Python scalars
+  and lists, and the weakly typed arrays JAX makes of them under jit, take
+  data's dtype when that keeps or widens their kind. Python bools are not weak
+  in JAX and need bool data, as bool arrays do.
+  """
+  is_array = isinstance(updates, (jax.Array, np.ndarray, jax.core.Tracer))
+  weak = (
+    jax.typeof(updates).weak_type
+    if isinstance(updates, (jax.Array, jax.core.Tracer))
+    else not is_array
+  )
+  updates = as_array_like(updates)
+  if not is_array:
+    updates = python_values(updates, dtype, op, "updates")
+  given = jax.dtypes.canonicalize_dtype(updates.dtype)
+  if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
+    if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
+      raise op_error(
+        op,
+        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+        f"converted to data dtype {np.dtype(dtype).name} without changing "
+        "kind",
+        TypeError,
+      )
+  elif given != dtype:
+    raise op_error(
+      op,
+      f"updates dtype {given.name} must equal data dtype "
+      f"{np.dtype(dtype).name}; jaxops does not cast implicitly, cast one "
+      "of them explicitly",
+      TypeError,
+    )
+  return jnp.asarray(updates, dtype=dtype)

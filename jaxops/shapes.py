@@ -14,6 +14,9 @@ from the spec texts: docs/semantics.md.
 from jaxops._gather import gather_shape as gather
 from jaxops._gather_elements import gather_elements_shape as gather_elements
 from jaxops._gather_nd import gather_nd_shape as gather_nd
+from jaxops._scatter_elements_update import (
+  scatter_elements_update_shape as scatter_elements_update,
+)
 from jaxops._scatter_nd_update import (
   scatter_nd_update_shape as scatter_nd_update,
 )
@@ -24,6 +27,7 @@ __all__ = [
   "gather",
   "gather_elements",
   "gather_nd",
+  "scatter_elements_update",
   "scatter_nd_update",
   "slice",
   "strided_slice",

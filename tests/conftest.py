@@ -16,6 +16,8 @@ Doctests run once, in the default 32-bit mode.
 
 from __future__ import annotations
 
+import gc
+
 import chex
 import hypothesis
 import jax
@@ -48,6 +50,11 @@ def pytest_configure(config):
     "markers",
     "jax_modes(*modes): the x64 modes a test runs in ('x32', "
     "'x64'); jax_modes(None) runs it once without switching",
+  )
+  config.addinivalue_line(
+    "markers",
+    "lowest_versions: the fast subset .ci/run also runs with every "
+    "dependency at its lowest declared version",
   )
 
 
@@ -85,3 +92,17 @@ def jax_mode(request):
   """The x64 mode of this test run: "x32", "x64", or None (not switched)."""
   with modes.x64_mode(getattr(request, "param", None)) as mode:
     yield mode
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_code():
+  """Frees every compiled executable after each test module.
+
+  Each XLA:CPU executable holds a few memory maps of JIT code for as long as
+  JAX's caches keep it. A pytest-xdist worker that runs half the suite would
+  keep some 20,000 of them, pass Linux's `vm.max_map_count` (65530) and die
+  of a segmentation fault in its next compilation.
+  """
+  yield
+  jax.clear_caches()
+  gc.collect()

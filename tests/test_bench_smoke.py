@@ -36,17 +36,21 @@ OPS = (
   "gather_nd",
   "gather_elements",
   "scatter_nd_update",
+  "scatter_elements_update",
   "strided_slice",
   "gather",
   "slice",
 )
+# ScatterElementsUpdate has reduction cases only, no vmap tier.
+VMAP_OPS = set(OPS) - {"scatter_elements_update"}
 CASES = (
   "gather_nd/ir_b2,gather_nd/vmap_both,gather_nd/sweep*,"
   "gather_elements/axis0,gather_elements/vmap_indices,"
   "scatter_nd_update/large,scatter_nd_update/large_dup10,"
   "scatter_nd_update/vmap_data,strided_slice/ir_shrink,"
   "strided_slice/vmap_data,gather/ir_b1,gather/vmap_both,"
-  "slice/large_negative_step,slice/vmap_data"
+  "slice/large_negative_step,slice/vmap_data,scatter_nd_update/graph_sum,"
+  "scatter_elements_update/segment_mean,scatter_elements_update/graph_max"
 )
 
 
@@ -199,10 +203,33 @@ def test_every_case_checked_and_timed(smoke_run):
     assert scatter["variants"]["torch.inplace"]["donated"]
 
 
+def test_scatter_reduction_cases(smoke_run):
+  """The reduction cases time jaxops, plain JAX and both runtimes (one
+  thread) after the bit-exactness gate; max has no plain fwd+bwd (plain
+  autodiff splits ties)."""
+  _, _, results, _ = smoke_run
+  cases = {c["key"]: c for c in results["cases"]}
+  expected = {
+    "scatter_nd_update/graph_sum": {"plain_reduce", "plain_reduce.grad"},
+    "scatter_elements_update/segment_mean": {"plain", "plain.grad"},
+    "scatter_elements_update/graph_max": {"plain", "onnxruntime"},
+  }
+  for key, variants in expected.items():
+    case = cases[key]
+    assert case["peer_threads"] == 1, key
+    assert {"jaxops", "jaxops.grad", "openvino"} | variants <= set(
+      case["variants"]
+    ), key
+  assert (
+    "plain.grad" not in cases["scatter_elements_update/graph_max"]["variants"]
+  )
+  assert results["bit_exact_failure"] is None
+
+
 def test_vmap_cases(smoke_run):
   _, _, results, _ = smoke_run
   vmap = [c for c in results["cases"] if c["tier"] == "vmap"]
-  assert {c["op"] for c in vmap} == set(OPS)
+  assert {c["op"] for c in vmap} == VMAP_OPS
   for case in vmap:
     assert {"jaxops", "batched", "loop", "jaxops.grad", "batched.grad"} <= set(
       case["variants"]

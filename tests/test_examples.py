@@ -35,6 +35,7 @@ RUNS = {
   "sharded": ["--cpu"],
   "export_onnx": ["--steps", "100"],
   "ported_lookup": ["--steps", "100"],
+  "message_passing": ["--steps", "300"],
 }
 # Examples that need an optional extra, skipped where it cannot install.
 NEEDS = {
@@ -182,6 +183,23 @@ def test_sharded_communication_only_where_expected(example_output):
   assert "15/15 layouts communicate exactly where expected" in out, out
   free = [line for line in out.splitlines() if "collectives: none" in line]
   assert len(free) == 8, out
+
+
+def test_message_passing_learns_to_the_noise_floor(example_output):
+  out = _stdout(example_output, "message_passing")
+  assert "deterministic (two runs bit-equal): True" in out, out
+  assert "jaxops sum == plain .at[].add: True" in out, out
+  match = re.search(
+    r"RESULT loss (\d+\.\d+) -> (\d+\.\d+), noise floor (\d+\.\d+)", out
+  )
+  assert match, out
+  initial, final, floor = (float(x) for x in match.groups())
+  assert final < initial / 100, out
+  # Far below the noise floor would mean the labels leaked; far above it,
+  # that a reduction's gradient is wrong.
+  assert floor / 2 < final < 10 * floor, out
+  steps = _floats(r"loss (\d+\.\d+)\n", out)
+  assert len(steps) == 4 and steps[-1] < steps[0], out
 
 
 @NEEDS["export_onnx"]

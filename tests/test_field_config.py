@@ -199,6 +199,26 @@ def _ops() -> list[Op]:
           (0, 2),
         )
       )
+  # One row per reduction engine path besides the unique write above: the
+  # combiner scatter (max) and the fold (mean).
+  ops.append(
+    Op(
+      "scatter_nd_update_max",
+      functools.partial(jaxops.scatter_nd_update, reduction="max"),
+      (_data(), _SCATTER_INDICES, _SCATTER_UPDATES),
+      (0, 2),
+    )
+  )
+  ops.append(
+    Op(
+      "scatter_elements_update_mean",
+      functools.partial(
+        jaxops.scatter_elements_update, axis=1, reduction="mean"
+      ),
+      (_data()[:2], _GATHER_ELEMENTS_INDICES, _data()[:2, :3] * 2),
+      (0, 2),
+    )
+  )
   ops.append(
     Op(
       "strided_slice",

@@ -13,6 +13,8 @@ import pytest
 
 import jaxops
 
+pytestmark = pytest.mark.lowest_versions
+
 _ROOT = pathlib.Path(jaxops.__file__).parent
 
 
@@ -47,6 +49,7 @@ _OPERATORS = {
   "jaxops._gather",
   "jaxops._gather_elements",
   "jaxops._gather_nd",
+  "jaxops._scatter_elements_update",
   "jaxops._scatter_nd_update",
   "jaxops._slice",
   "jaxops._strided_slice",

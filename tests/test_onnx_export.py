@@ -46,6 +46,7 @@ from tests.conformance import test_scatter_nd_update_conformance as scatter
 from tests.support import gather as gs
 from tests.support import generators as gen
 from tests.support import processes
+from tests.support import scatter_reduce as sr
 from tests.support import slicing as sl
 from tests.support import strided_slice as ss
 from tests.support.asserts import assert_same
@@ -362,6 +363,143 @@ def test_scatter_nd_update_round_trips(chunk):
       assert counts == {"Cast": 1, "ScatterND": 1}, signature
     else:  # k = 0: the last update replaces data, no ScatterND
       assert "ScatterND" not in counts, signature
+
+
+# Scatter reductions: ScatterND(reduction) and ScatterElements(axis,
+# reduction), with the composites for sub, bool, mean and use_init_val=False
+# (docs/export.md#scatter-reductions); one thread, where both runtimes apply
+# repeated targets in index order. One dtype per lowering class (float,
+# signed, narrow signed, unsigned, bool) and one seed: the runtimes' values
+# are the conformance tests' matter, the graph's nodes this file's.
+_REDUCE_DTYPES = (np.float32, np.int32, np.int8, np.uint8, np.bool_)
+_REDUCE_SEEDS = range(1)
+
+
+def _reduction_cases():
+  cases = []
+  for dtype in _REDUCE_DTYPES:
+    for reduction in sr.ND_REDUCTIONS:
+      cases += [
+        ("nd", sr.random_nd_case(seed, reduction, dtype, fractional=True))
+        for seed in _REDUCE_SEEDS
+      ]
+    for reduction in sr.ELEMENTS_REDUCTIONS:
+      if dtype == np.bool_ and reduction == "mean":
+        continue
+      for use_init_val in (True, False)[: 1 if reduction == "none" else 2]:
+        cases += [
+          (
+            "elements",
+            sr.random_elements_case(
+              seed, reduction, dtype, use_init_val=use_init_val, fractional=True
+            ),
+          )
+          for seed in _REDUCE_SEEDS
+        ]
+  return cases
+
+
+REDUCTION_CASES = _reduction_cases()
+
+
+def _reduce_call(kind, case, data, indices, updates):
+  if kind == "nd":
+    return jaxops.scatter_nd_update(
+      data, indices, updates, reduction=case.reduction
+    )
+  return jaxops.scatter_elements_update(
+    data,
+    indices,
+    updates,
+    case.axis,
+    reduction=case.reduction,
+    use_init_val=case.use_init_val,
+  )
+
+
+@functools.cache
+def _exported_reductions(chunk: range):
+  cases = [REDUCTION_CASES[j] for j in chunk]
+  args = [case.inputs for _, case in cases]
+
+  def fn(arrays):
+    return [
+      _reduce_call(kind, case, *inputs)
+      for (kind, case), inputs in zip(cases, arrays)
+    ]
+
+  exported = export(fn, args)
+  exported.threads = 1
+  exported.run_both()
+  return cases, fn, args, exported
+
+
+def _divides_floats(kind, case) -> bool:
+  return (
+    kind == "elements"
+    and case.reduction == "mean"
+    and case.data.dtype.kind == "f"
+  )
+
+
+def _reduction_census(kind, case) -> dict[str, int]:
+  """The nodes one call exports as (its index Cast included)."""
+  if kind == "nd":
+    counts = {"Cast": 1, "ScatterND": 1}
+    if case.reduction == "sub" and case.data.dtype == np.bool_:
+      return {"Cast": 3, "ScatterND": 1, "Mod": 1, "Xor": 1}
+    if case.reduction == "sub" and case.data.dtype.kind != "u":
+      counts["Neg"] = 1
+    elif case.reduction == "sub" and case.data.dtype.itemsize < 8:
+      # (2**bits - y) mod 2**bits in int64 (OpenVINO saturates 0 - y).
+      counts.update(Cast=3, Sub=1, Mod=1)
+    elif case.reduction == "sub":
+      counts["Sub"] = 1
+    return counts
+  scatters = 1 + (case.reduction != "none" and not case.use_init_val)
+  if case.reduction != "mean":
+    return {"ScatterElements": scatters}
+  counts = {"ScatterElements": scatters + 1, "Greater": 1, "Where": 1}
+  counts["Add"] = int(case.use_init_val)
+  if case.data.dtype.kind == "f":
+    return counts | {"Cast": 1, "Div": 1}
+  # int64 sums, floor division, cast back
+  return counts | {
+    "Cast": 5,
+    "Div": 1,
+    "Max": 1,
+    "Mul": 1,
+    "Sub": 2,
+    "Less": 1,
+  }
+
+
+@requires_extra
+@pytest.mark.parametrize(
+  "chunk",
+  _chunks(len(REDUCTION_CASES)),
+  ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
+)
+def test_scatter_reduction_round_trips(chunk):
+  cases, fn, args, exported = _exported_reductions(chunk)
+  expected = [np.asarray(e) for e in jax.jit(fn)(model_inputs(exported, args))]
+  for name in ("onnxruntime", "openvino"):
+    outputs = getattr(exported, name)
+    assert len(outputs) == len(expected), name
+    for (kind, case), got, want in zip(cases, outputs, expected):
+      context = f"{name}: {kind} {case.describe()}"
+      if name == "openvino" and _divides_floats(kind, case):
+        # The plugin multiplies by the reciprocal (RT-23): within an ulp
+        # or two of the exact quotient.
+        assert got.dtype == want.dtype, context
+        np.testing.assert_allclose(
+          got, want, rtol=2 * np.finfo(want.dtype).eps, err_msg=context
+        )
+      else:
+        assert_same(got, want, context)
+  for (kind, case), counts in zip(cases, output_census(exported.model)):
+    want = {k: v for k, v in _reduction_census(kind, case).items() if v}
+    assert counts == want, (kind, case.describe(), counts)
 
 
 def _strided_slice_cases() -> list[tuple[str, ss.Spec]]:

@@ -15,6 +15,7 @@ NAMES = (
   "gather_nd",
   "gather_elements",
   "scatter_nd_update",
+  "scatter_elements_update",
   "strided_slice",
   "gather",
   "slice",

@@ -160,6 +160,114 @@ def case(
   )
 
 
+# ScatterNDUpdate-15 reductions ---------------------------------------------
+
+_PLAIN_REDUCE = {
+  "sum": lambda d, i, u: d.at[_columns(i)].add(u),
+  "max": lambda d, i, u: d.at[_columns(i)].max(u),
+}
+_ONNX_REDUCE = {"sum": "add", "max": "max"}
+
+
+def _torch_reduce(reduction):
+  def fn(data, indices, updates):
+    if reduction == "sum" and indices.shape[-1] == 1:
+      return data.index_add(0, indices[..., 0].reshape(-1), updates)
+    flat = updates.reshape((-1,) + tuple(data.shape[indices.shape[-1] :]))
+    rows = indices.reshape(-1, indices.shape[-1])
+    assert rows.shape[-1] == 1, "PyTorch form for row scatters only"
+    index = rows.reshape((-1,) + (1,) * (flat.dim() - 1)).expand(flat.shape)
+    return data.scatter_reduce(0, index, flat, "amax", include_self=True)
+
+  return fn
+
+
+def reduction_case(name, tier, data_shape, indices_shape, reduction):
+  """`reduction` of uniformly drawn (repeating) tuples: the graph layer,
+  few targets, the IR example. Small-integer values: every order of
+  summation gives the same float, so plain `.at[].add` must agree bit for
+  bit with jaxops' serial order."""
+  k = indices_shape[-1]
+  updates_shape = tuple(indices_shape[:-1]) + tuple(data_shape[k:])
+  tuples = math.prod(indices_shape[:-1])
+
+  def make_inputs(rng):
+    flat = rng.integers(0, math.prod(data_shape[:k]), tuples)
+    indices = np.stack(np.unravel_index(flat, data_shape[:k]), axis=-1)
+    return (
+      small_ints(rng, data_shape, 3),
+      indices.reshape(indices_shape).astype(np.int32),
+      small_ints(rng, updates_shape, 3),
+    )
+
+  slice_elems = math.prod(data_shape[k:])
+  onnx_reduction = _ONNX_REDUCE[reduction]
+  return Case(
+    op="scatter_nd_update",
+    name=name,
+    tier=tier,
+    shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
+    f"updates {list(updates_shape)}, reduction {reduction}",
+    make_inputs=make_inputs,
+    forms={
+      "jaxops": lambda d, i, u: jaxops.scatter_nd_update(
+        d, i, u, reduction=reduction
+      ),
+      # Not `plain`: the .at[].set bars of this module do not apply.
+      "plain_reduce": _PLAIN_REDUCE[reduction],
+    },
+    diff_argnums=(0, 2),
+    traffic=Traffic.random(
+      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
+      accesses=tuples,
+      access_bytes=4 * slice_elems,
+      cap=4 * math.prod(data_shape),
+      copy=8 * math.prod(data_shape),
+    ),
+    openvino=lambda d, i, u: _opset15().scatter_nd_update(d, i, u, reduction),
+    onnx=lambda inputs: runtimes.onnx_model(
+      [
+        runtimes.onnx_node(
+          "ScatterND", ["x0", "x1", "x2"], reduction=onnx_reduction
+        )
+      ],
+      inputs,
+    ),
+    torch=_torch_reduce(reduction) if k == 1 else None,
+    # onnxruntime's ScatterND reductions race on more threads (wrong sums).
+    peer_threads=1,
+    unique=False,
+    excluded={"torch": "PyTorch forms for row scatters (k = 1) only"}
+    if k != 1
+    else {},
+    # Plain autodiff of .at[].max splits the gradient among tied elements;
+    # jaxops gives it to the one that produced the result: not comparable.
+    grad_forms=("jaxops",) if reduction == "max" else None,
+  )
+
+
+def _opset15():
+  import openvino.opset15 as ops
+
+  return ops
+
+
+def reduction_cases(smoke: bool) -> list[Case]:
+  if smoke:
+    nodes, edges, features, few = 100, 1000, 8, 2000
+    ir = ((20, 16, 10, 15), (5, 25, 3))
+  else:
+    nodes, edges, features, few = 100_000, 1_000_000, 64, 1_000_000
+    ir = ((1000, 256, 10, 15), (25, 125, 3))
+  graph = ((nodes, features), (edges, 1))
+  return [
+    reduction_case("ir_sum", "ir", *ir, "sum"),
+    reduction_case("graph_sum", "large", *graph, "sum"),
+    reduction_case("graph_max", "large", *graph, "max"),
+    reduction_case("few64_sum", "large", (64,), (few, 1), "sum"),
+  ]
+
+
 def _with_batch(indices):
   """Prepends each example's batch position to its index tuples."""
   batch = indices.shape[0]
@@ -251,6 +359,7 @@ def cases(smoke: bool) -> list[Case]:
     case("kv_cache", "large", *cache, order="consecutive", grad=False),
   ]
   out += vmap
+  out += reduction_cases(smoke)
   # Donated time must follow the number of updates (first sweep) and not the
   # data size (second sweep, fixed number of updates).
   out += [
@@ -329,6 +438,21 @@ BARS = (
   bars.DonatedGrowth(
     "donated time grows with the number of updates, not the data size",
     ("jaxops.donated", "jaxops_unique.donated", "plain.donated"),
+  ),
+  bars.Ratio(
+    "deterministic reduction within 1.5x of plain .at[].add/.max (not "
+    "deterministic by construction)",
+    (("jaxops", "plain_reduce"),),
+    at_most=1.5,
+    tiers=("large",),
+    cases=("graph_*", "few64_*"),
+  ),
+  bars.Ratio(
+    "reduction fwd+bwd at or ahead of plain autodiff",
+    (("jaxops.grad", "plain_reduce.grad"),),
+    at_most=1.0,
+    tiers=("ir", "large"),
+    cases=("*_sum", "*_max"),
   ),
   bars.Compile("compile under 2 s"),
 )

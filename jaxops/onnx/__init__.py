@@ -3,10 +3,13 @@
 `to_onnx(fn, *example_args)` traces `fn` with jax2onnx while every jaxops
 call in it binds its export primitive (`jaxops._export`; each operator's in
 its own module), and lowers each such call to one ONNX node of its own kind:
-Gather, GatherND, GatherElements, ScatterND, or Slice (StridedSlice: plus
-at most one Squeeze/Unsqueeze/Reshape; Gather with batch dims: a GatherND
-after an Unsqueeze and Expand of its indices) (the lowerings: one module
-per operator in this package, `jaxops/onnx/_<operator>.py`).
+Gather, GatherND, GatherElements, ScatterND, ScatterElements, or Slice
+(StridedSlice: plus at most one Squeeze/Unsqueeze/Reshape; Gather with batch
+dims: a GatherND after an Unsqueeze and Expand of its indices; the scatter
+reductions ONNX has no node for -- ScatterNDUpdate `sub`, ScatterElementsUpdate
+`mean` and `use_init_val=False` -- a small composite with the same bits) (the
+lowerings: one module per operator in this package,
+`jaxops/onnx/_<operator>.py`).
 The rest of `fn` is lowered by jax2onnx as usual. The model runs in
 onnxruntime, and OpenVINO reads it (`openvino.convert_model`). Mapping,
 semantics of out-of-range indices and duplicates, and dtypes:
@@ -40,6 +43,7 @@ _LOWERINGS = (
   "_gather",
   "_gather_elements",
   "_gather_nd",
+  "_scatter_elements_update",
   "_scatter_nd_update",
   "_slice",
   "_strided_slice",

@@ -48,7 +48,35 @@ def _ov_core():
 
 
 def _signature(inputs: Sequence[np.ndarray]) -> tuple:
-  return tuple((a.shape, a.dtype.str) for a in inputs)
+  return tuple((a.shape, a.dtype.name) for a in inputs)
+
+
+def _ov_type(dtype: Any) -> Any:
+  """The OpenVINO element type of a NumPy dtype (bfloat16 included)."""
+  import openvino as ov
+
+  dtype = np.dtype(dtype)
+  return ov.Type.bf16 if dtype.name == "bfloat16" else dtype
+
+
+def _ov_tensor(a: np.ndarray) -> Any:
+  """An OpenVINO tensor of `a`; bfloat16 by its bits (the Python API has no
+  NumPy bfloat16)."""
+  import openvino as ov
+
+  if a.dtype.name != "bfloat16":
+    return a
+  tensor = ov.Tensor(ov.Type.bf16, list(a.shape))
+  tensor.data.view(np.uint16)[...] = a.view(np.uint16)
+  return tensor
+
+
+def _from_ov(result: Any, dtype: Any) -> np.ndarray:
+  """An OpenVINO output as `dtype` (bfloat16 comes back as float16 bits)."""
+  result = np.asarray(result)
+  if np.dtype(dtype).name == "bfloat16":
+    return result.view(np.uint16).view(dtype)
+  return result
 
 
 @functools.lru_cache(maxsize=512)
@@ -59,11 +87,18 @@ def _ov_compiled(
   import openvino.opset8 as opset
 
   params = [
-    opset.parameter(list(shape), np.dtype(dtype)) for shape, dtype in signature
+    opset.parameter(list(shape), _ov_type(_dtype(dtype)))
+    for shape, dtype in signature
   ]
   node = make_node(*params)
   model = ov.Model([node], params)
   return _ov_core().compile_model(model, "CPU", _ov_config(threads))
+
+
+def _dtype(name: str) -> np.dtype:
+  import ml_dtypes
+
+  return np.dtype(getattr(ml_dtypes, name, None) or name)
 
 
 def openvino_cpu(
@@ -86,18 +121,22 @@ def openvino_cpu(
   """
   inputs = [np.asarray(a, order="C") for a in inputs]
   compiled = _ov_compiled(make_node, key, _signature(inputs), threads)
-  return np.asarray(compiled(inputs)[0])
+  result = compiled([_ov_tensor(a) for a in inputs])[0]
+  return _from_ov(result, inputs[0].dtype)
 
 
 def openvino_cpu_many(
-  make_nodes: Sequence[Callable], inputs: Sequence[Sequence[np.ndarray]]
+  make_nodes: Sequence[Callable],
+  inputs: Sequence[Sequence[np.ndarray]],
+  threads: int = THREADS,
 ) -> list[np.ndarray]:
   """Runs many independent one-op graphs as one OpenVINO CPU model.
 
   `make_nodes[j](*parameters_j)` builds graph j from Parameters shaped like
   `inputs[j]`; the model has one output per graph, so a batch of random cases
   with distinct shapes costs one compile instead of one each (compiles
-  dominate the time of differential tests). Not cached.
+  dominate the time of differential tests). Not cached. Each output has
+  its graph's first input's dtype.
   """
   import openvino as ov
   import openvino.opset8 as opset
@@ -105,16 +144,21 @@ def openvino_cpu_many(
   params, outputs, feeds = [], [], []
   for make_node, case_inputs in zip(make_nodes, inputs, strict=True):
     case_inputs = [np.asarray(a, order="C") for a in case_inputs]
-    case_params = [opset.parameter(list(a.shape), a.dtype) for a in case_inputs]
+    case_params = [
+      opset.parameter(list(a.shape), _ov_type(a.dtype)) for a in case_inputs
+    ]
     outputs.append(make_node(*case_params))
     params += case_params
-    feeds += case_inputs
+    feeds += [_ov_tensor(a) for a in case_inputs]
   if not outputs:
     return []
   model = ov.Model(outputs, params)
-  compiled = _ov_core().compile_model(model, "CPU", _ov_config(THREADS))
+  compiled = _ov_core().compile_model(model, "CPU", _ov_config(threads))
   results = compiled(feeds)
-  return [np.asarray(results[compiled.output(j)]) for j in range(len(outputs))]
+  return [
+    _from_ov(results[compiled.output(j)], case_inputs[0].dtype)
+    for j, case_inputs in enumerate(inputs)
+  ]
 
 
 def openvino_reference(
@@ -155,7 +199,7 @@ def _ort_session(
   names = [f"x{i}" for i in range(len(signature))]
   inputs = [
     helper.make_tensor_value_info(
-      name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)
+      name, helper.np_dtype_to_tensor_dtype(_dtype(dtype)), list(shape)
     )
     for name, (shape, dtype) in zip(names, signature)
   ]

@@ -1,0 +1,173 @@
+"""ScatterElementsUpdate-12 reductions: jaxops.scatter_elements_update vs
+plain `.at[].add/.max` and the runtimes.
+
+Cases (all along axis 0, repeated targets everywhere):
+
+* `graph_sum`, `graph_max`: a graph layer, edge messages of F features
+  reduced into the nodes (indices the destination node broadcast over the
+  features);
+* `segment_mean`: one value per element reduced into segments, `mean` with
+  data as the initial value (plain: `.at[].add` of the values and of the
+  counts, then a division; PyTorch `scatter_reduce(include_self=True)`;
+  onnxruntime has no mean);
+* `few64`: 1M updates into 64 targets;
+* `ir`: the spec's 3x3 example with `sum`.
+
+Values are small integers (`small_ints`), so every order of summation gives
+the same float and every formulation must agree bit for bit: jaxops' serial
+order and plain JAX's unspecified one. The peers run on one thread (their
+reductions are serial; onnxruntime's ScatterElements is sequential, its
+ScatterND reductions race on more: docs/export.md#scatter-reductions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+import jaxops
+from bench import bars, runtimes
+from bench.harness import Case, Traffic, small_ints
+
+_TORCH = {"sum": "sum", "max": "amax", "mean": "mean"}
+_ONNX = {"sum": "add", "max": "max"}
+
+
+def _at(d, i):
+  """`d.at[...]` at the targets of indices scattered along axis 0."""
+  if i.ndim == 1:
+    return d.at[i]
+  columns = jnp.broadcast_to(jnp.arange(i.shape[1], dtype=i.dtype), i.shape)
+  return d.at[i, columns]
+
+
+def plain(reduction):
+  """The plain-JAX formulation a user would write."""
+  if reduction == "sum":
+    return lambda d, i, u: _at(d, i).add(u)
+  if reduction == "max":
+    return lambda d, i, u: _at(d, i).max(u)
+  # mean with data as the initial value: sums and counts, then a division.
+  return lambda d, i, u: (
+    _at(d, i).add(u) / _at(jnp.ones_like(d), i).add(jnp.ones_like(u))
+  )
+
+
+def case(name, tier, data_shape, n, reduction, *, grad=True):
+  """`n` updates along axis 0 into data of `data_shape`, uniform targets."""
+  index_shape = (n,) + tuple(data_shape[1:])
+
+  def make_inputs(rng):
+    data = small_ints(rng, data_shape, 3)
+    rows = rng.integers(0, data_shape[0], n).astype(np.int32)
+    indices = np.array(
+      np.broadcast_to(
+        rows.reshape((n,) + (1,) * (len(data_shape) - 1)), index_shape
+      )
+    )
+    return data, indices, small_ints(rng, index_shape, 3)
+
+  elems = math.prod(index_shape)
+  traffic = Traffic.random(
+    streamed=8 * elems,
+    accesses=elems,
+    access_bytes=4,
+    cap=4 * math.prod(data_shape),
+    copy=8 * math.prod(data_shape),
+  )
+  torch_reduce = _TORCH[reduction]
+
+  def torch_form(d, i, u):
+    return d.scatter_reduce(0, i, u, torch_reduce, include_self=True)
+
+  onnx_reduction = _ONNX.get(reduction)
+  return Case(
+    op="scatter_elements_update",
+    name=name,
+    tier=tier,
+    shapes=f"data {list(data_shape)}, indices/updates {list(index_shape)}, "
+    f"reduction {reduction}, {n} updates into {data_shape[0]} rows",
+    make_inputs=make_inputs,
+    forms={
+      "jaxops": lambda d, i, u: jaxops.scatter_elements_update(
+        d, i, u, 0, reduction=reduction
+      ),
+      "plain": plain(reduction),
+    },
+    diff_argnums=(0, 2),
+    traffic=traffic,
+    openvino=lambda d, i, u: _opset12().scatter_elements_update(
+      d, i, u, np.int64(0), reduction, True
+    ),
+    onnx=None
+    if onnx_reduction is None
+    else lambda inputs: runtimes.onnx_model(
+      [
+        runtimes.onnx_node(
+          "ScatterElements",
+          ["x0", "x1", "x2"],
+          axis=0,
+          reduction=onnx_reduction,
+        )
+      ],
+      inputs,
+    ),
+    torch=torch_form,
+    peer_threads=1,
+    unique=False,
+    excluded={}
+    if onnx_reduction
+    else {"onnxruntime": "ONNX ScatterElements has no mean"},
+    grad=grad,
+    # Plain autodiff of .at[].max splits the gradient among tied elements;
+    # jaxops gives it to the one that produced the result: not comparable.
+    grad_forms=("jaxops",) if reduction == "max" else None,
+  )
+
+
+def _opset12():
+  import openvino.opset12 as ops
+
+  return ops
+
+
+def cases(smoke: bool) -> list[Case]:
+  if smoke:
+    nodes, edges, features, segments, few = 100, 1000, 8, 50, 2000
+  else:
+    nodes, edges, features, segments, few = (
+      100_000,
+      1_000_000,
+      16,
+      100_000,
+      1_000_000,
+    )
+  return [
+    case("ir", "ir", (3, 3), 2, "sum"),
+    case("graph_sum", "large", (nodes, features), edges, "sum"),
+    case("graph_max", "large", (nodes, features), edges, "max"),
+    case("segment_mean", "large", (segments,), edges, "mean"),
+    case("few64", "large", (64,), few, "sum"),
+  ]
+
+
+BARS = (
+  *bars.peer_bars(),
+  bars.Ratio(
+    "deterministic sum within 1.5x of plain .at[].add (not deterministic "
+    "by construction)",
+    (("jaxops", "plain"),),
+    at_most=1.5,
+    tiers=("large",),
+    cases=("graph_sum", "few64"),
+  ),
+  bars.Ratio(
+    "fwd+bwd at or ahead of plain autodiff",
+    (("jaxops.grad", "plain.grad"),),
+    at_most=1.0,
+    tiers=("large",),
+  ),
+  bars.Compile("compile under 2 s"),
+)

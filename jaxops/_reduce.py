@@ -1,0 +1,324 @@
+"""Scatter reductions, deterministic by construction: the one engine of
+ScatterNDUpdate-15 and ScatterElementsUpdate-12.
+
+Both operators reduce n update rows into target slots of data viewed as
+`(slots, R)`: a ScatterNDUpdate row is a slice `data.shape[k:]`, a
+ScatterElementsUpdate row one element (R = 1) with a linear target per
+element. `reduce_rows(data, target, updates, reduction, use_init_val)` takes
+the linear targets (`slots` marks a dropped update) and returns data with
+`out[t] = f(out[t], updates[i])` applied in increasing i
+(docs/semantics.md#scatter-reductions).
+
+No scatter here depends on the order in which XLA applies repeated indices
+(docs/design.md#scatter-reductions):
+
+* integer and bool data, and float `min`/`max` (on a total-order integer key
+  of the float): one scatter with an order-independent integer combiner
+  (add, multiply, min, max; bool or/and as uint8 max/min, xor as a sum mod 2);
+* float and complex `sum`/`sub`/`prod`/`mean` with repeated targets: a stable
+  sort of the positions by target, then `fold_p`, a loop over ranks that adds
+  the j-th update of every target at step j (a gather of one row per target),
+  and one unique-indices write. This is the serial index order exactly for
+  targets with at most `CHUNK` updates; beyond, each target's updates fold in
+  consecutive chunks of `CHUNK` (the first starting from data) and the chunk
+  results fold in order;
+* `none` and every final write: `unique_indices=True`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxops import _duplicates, _fold
+from jaxops._common import op_error
+
+NEUTRAL_ADD = ("sum", "sub", "mean")
+
+
+def neutral(reduction: str, dtype: Any) -> Any:
+  """The value every targeted slot starts from when use_init_val=False."""
+  dtype = np.dtype(dtype)
+  if reduction in NEUTRAL_ADD:
+    return np.zeros((), dtype)
+  if reduction == "prod":
+    return np.ones((), dtype)
+  info = (
+    np.iinfo(dtype)
+    if np.issubdtype(dtype, np.integer)
+    else jnp.finfo(dtype)
+    if dtype != np.bool_
+    else None
+  )
+  if info is None:
+    return np.asarray(reduction == "min")
+  return np.asarray(info.max if reduction == "min" else info.min, dtype)
+
+
+# --- min and max on a total order ------------------------------------------
+
+
+def _key_dtype(dtype):
+  return {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[np.dtype(dtype).itemsize]
+
+
+def to_key(x: jax.Array, is_max: bool) -> jax.Array:
+  """An integer key ordered as the floats, -0 < +0, NaN above everything for
+  max and below for min (so it wins, i.e. propagates)."""
+  kd = _key_dtype(x.dtype)
+  info = np.iinfo(kd)
+  bits = lax.bitcast_convert_type(x, kd)
+  key = bits ^ ((bits >> (info.bits - 1)) & np.asarray(info.max, kd))
+  nan = np.asarray(info.max if is_max else info.min, kd)
+  return jnp.where(jnp.isnan(x), nan, key)
+
+
+def from_key(key: jax.Array, dtype: Any) -> jax.Array:
+  kd = key.dtype
+  info = np.iinfo(kd)
+  bits = key ^ ((key >> (info.bits - 1)) & np.asarray(info.max, kd))
+  x = lax.bitcast_convert_type(bits, dtype)
+  nan = (key == info.max) | (key == info.min)
+  return jnp.where(nan, np.asarray(np.nan, dtype), x)
+
+
+def _scatter_combine(data, target, updates, reduction):
+  """`data.at[target].<op>(updates)`: an order-independent integer combiner."""
+  ref = data.at[target]
+  kwargs: dict[str, Any] = dict(mode="drop", wrap_negative_indices=False)
+  if reduction in ("sum", "sub", "mean"):
+    return ref.add(updates, **kwargs)
+  if reduction == "prod":
+    return ref.multiply(updates, **kwargs)
+  if reduction == "min":
+    return ref.min(updates, **kwargs)
+  return ref.max(updates, **kwargs)
+
+
+def _float_minmax_primal(data, target, updates, is_max, use_init_val):
+  slots = data.shape[0]
+  key = to_key(data, is_max)
+  if not use_init_val:
+    targeted = _targeted(target, slots)
+    start = to_key(
+      jnp.asarray(neutral("max" if is_max else "min", data.dtype)), is_max
+    )
+    key = jnp.where(targeted[:, None], start, key)
+  reduction = "max" if is_max else "min"
+  out = _scatter_combine(key, target, to_key(updates, is_max), reduction)
+  return out
+
+
+def _minmax(data, target, updates, is_max, use_init_val):
+  return from_key(
+    _float_minmax_primal(data, target, updates, is_max, use_init_val),
+    data.dtype,
+  )
+
+
+_minmax = jax.custom_jvp(_minmax, nondiff_argnums=(3, 4))
+
+
+@_minmax.defjvp
+def _minmax_jvp(is_max, use_init_val, primals, tangents):
+  data, target, updates = primals
+  data_dot, _, updates_dot = tangents
+  slots, r = data.shape
+  n = updates.shape[0]
+  key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
+  out = from_key(key, data.dtype)
+  # The winner of each element: data when it equals the result (ties go to
+  # data), else the first update in index order that equals it.
+  won = to_key(updates, is_max) == key.at[target].get(mode="fill", fill_value=0)
+  position = lax.broadcasted_iota(jnp.int32, (n, r), 0)
+  winner = (
+    jnp.full((slots, r), n, jnp.int32)
+    .at[target]
+    .min(jnp.where(won, position, n), mode="drop", wrap_negative_indices=False)
+  )
+  if use_init_val:
+    winner = jnp.where(to_key(data, is_max) == key, n, winner)
+    keep = data_dot
+  else:
+    keep = jnp.where(_targeted(target, slots)[:, None], 0, data_dot)
+  flat = winner * r + lax.broadcasted_iota(jnp.int32, (slots, r), 1)
+  picked = (
+    updates_dot.reshape(-1)
+    .at[jnp.where(winner < n, flat, n * r)]
+    .get(mode="fill", fill_value=0, unique_indices=True)
+  )
+  return out, jnp.where(winner < n, picked, keep)
+
+
+# --- the engine ------------------------------------------------------------
+
+
+def _targeted(target, slots):
+  return (
+    jnp.zeros((slots,), jnp.uint8)
+    .at[target]
+    .max(np.uint8(1), mode="drop", wrap_negative_indices=False)
+    .astype(bool)
+  )
+
+
+def _counts(target, slots):
+  return (
+    jnp.zeros((slots,), jnp.int32)
+    .at[target]
+    .add(1, mode="drop", wrap_negative_indices=False)
+  )
+
+
+def _bool(data, target, updates, reduction):
+  """OR, XOR, AND as uint8 max, sum mod 2, min."""
+  combiner = {"sum": "max", "max": "max", "prod": "min", "min": "min"}
+  d, u = data.astype(jnp.uint8), updates.astype(jnp.uint8)
+  if reduction == "sub":
+    return (_scatter_combine(d, target, u, "sum") & 1).astype(bool)
+  return _scatter_combine(d, target, u, combiner[reduction]).astype(bool)
+
+
+def _int_mean(data, target, updates, use_init_val):
+  """floor((data + sum) / count) exactly: each value is split as
+  q * c + r with 0 <= r < c, the q summed with wrap-around (the mean fits),
+  the r in the widest unsigned type (exact while c * c fits it)."""
+  slots = data.shape[0]
+  work = data.dtype if data.dtype.itemsize >= 4 else np.dtype(np.int32)
+  wide = jax.dtypes.canonicalize_dtype(np.uint64)
+  count = _counts(target, slots)[:, None] + int(use_init_val)
+  c = jnp.maximum(count, 1).astype(work)
+  c_of = c.at[target].get(mode="fill", fill_value=1)
+
+  def split(x, c):
+    x = x.astype(work)
+    q = jnp.floor_divide(x, c)
+    return q, (x - q * c).astype(wide)
+
+  q_u, r_u = split(updates, c_of)
+  if use_init_val:
+    q, rem = split(data, c)
+  else:
+    q, rem = jnp.zeros(data.shape, work), jnp.zeros(data.shape, wide)
+  q = _scatter_combine(q, target, q_u, "sum")
+  rem = _scatter_combine(rem, target, r_u, "sum")
+  mean = q + (rem // c.astype(wide)).astype(work)
+  return jnp.where(count > int(use_init_val), mean.astype(data.dtype), data)
+
+
+def _write(data, lay_target, rows, keep):
+  """data with `rows` written at the `keep` entries of `lay_target`."""
+  slots, s = data.shape[0], lay_target.shape[0]
+  dtype = _duplicates.int_dtype_for(slots + s)
+  index = jnp.where(keep, lay_target.astype(dtype), slots + lax.iota(dtype, s))
+  return data.at[index].set(
+    rows, mode="drop", unique_indices=True, wrap_negative_indices=False
+  )
+
+
+def _apply(reduction, acc, rows):
+  if reduction in ("sum", "mean"):
+    return acc + rows
+  if reduction == "sub":
+    return acc - rows
+  return acc * rows
+
+
+# Jitted so that an eager call compiles and dispatches once, not op by op
+# (the layout alone is a few dozen operations); inlined under an outer jit.
+@functools.partial(
+  jax.jit, static_argnames=("reduction", "use_init_val", "unique_indices")
+)
+def reduce_rows(
+  data: jax.Array,
+  target: jax.Array,
+  updates: jax.Array,
+  reduction: str,
+  use_init_val: bool = True,
+  unique_indices: bool = False,
+) -> jax.Array:
+  """`data` (slots, R) with `updates` (n, R) reduced in at `target` (n,).
+
+  `target` is a signed int array; the value `slots` (or any value out of
+  [0, slots)) drops the update. Returns (slots, R).
+  """
+  slots, r = data.shape
+  n = target.shape[0]
+  dtype = data.dtype
+  if n == 0 or slots == 0:
+    return data
+  if dtype == np.bool_:
+    if not use_init_val:
+      data = jnp.where(
+        _targeted(target, slots)[:, None], neutral(reduction, dtype), data
+      )
+    return _bool(data, target, updates, reduction)
+  integer = jnp.issubdtype(dtype, jnp.integer)
+  if integer and reduction == "mean":
+    return _int_mean(data, target, updates, use_init_val)
+  if reduction in ("min", "max") and not integer:
+    return _minmax(data, target, updates, reduction == "max", use_init_val)
+  if integer:
+    if not use_init_val:
+      data = jnp.where(
+        _targeted(target, slots)[:, None], neutral(reduction, dtype), data
+      )
+    if reduction == "sub":
+      updates = -updates
+    return _scatter_combine(data, target, updates, reduction)
+  # Float and complex sum, sub, prod, mean.
+  if unique_indices:
+    valid = (target >= 0) & (target < slots)
+    init = data.at[target].get(mode="fill", fill_value=0, unique_indices=True)
+    if not use_init_val:
+      init = jnp.broadcast_to(neutral(reduction, dtype), init.shape)
+    rows = _apply(reduction, init, updates)
+    if reduction == "mean":
+      rows = rows / np.asarray(1 + int(use_init_val), dtype)
+    return _write(data, target, rows, valid)
+  lay = _fold.layout(target, slots)
+  members = updates.at[lay.order].get(
+    mode="promise_in_bounds", unique_indices=True
+  )
+  if reduction == "sub":
+    members = -members
+  keep = lay.seg_chunk0 & (lay.seg_target < slots)
+  if use_init_val:
+    init = data.at[jnp.where(keep, lay.seg_target, slots)].get(
+      mode="fill", fill_value=0, unique_indices=True
+    )
+  else:
+    init = jnp.broadcast_to(
+      neutral(reduction, dtype), (lay.seg_start.shape[0], r)
+    )
+  if reduction == "prod":
+    rows = _fold.serial_prod(init, members, lay)
+  else:
+    rows = _fold.serial_fold(init, members, lay, "add")
+  if reduction == "mean":
+    count = jnp.maximum(lay.seg_run + int(use_init_val), 1).astype(dtype)
+    # A divisor that depends on rows: XLA:CPU rewrites `x / broadcast(c)`
+    # into `x * broadcast(1 / c)`, which rounds differently (a NaN row stays
+    # NaN either way).
+    rows = rows / jnp.where(jnp.isnan(rows), np.ones((), dtype), count[:, None])
+  return _write(data, lay.seg_target, rows, keep)
+
+
+def check_reduction(op: str, reduction: Any, allowed, dtype) -> str:
+  """Validates the static `reduction` against `allowed` and data's dtype."""
+  if not isinstance(reduction, str) or reduction not in allowed:
+    raise op_error(op, f"reduction={reduction!r} must be one of {allowed}")
+  if reduction == "mean" and np.dtype(dtype) == np.bool_:
+    raise op_error(
+      op, "reduction='mean' is not defined for bool data", TypeError
+    )
+  if reduction in ("min", "max") and jnp.issubdtype(dtype, jnp.complexfloating):
+    raise op_error(
+      op, f"reduction={reduction!r} is not defined for complex data", TypeError
+    )
+  return reduction

@@ -1,0 +1,327 @@
+"""ScatterElementsUpdate-12 (OpenVINO opset12; ONNX ScatterElements-18).
+
+Semantics and decisions: docs/semantics.md#scatter-elements-update (update
+order, bool rules, `mean` rounding, `use_init_val`, NaN under min/max:
+#scatter-reductions; out-of-range modes: #scatter-modes). Design:
+docs/design.md#scatter-reductions.
+
+Every update element gets the linear slot of the data element it addresses
+(its own coordinates, with `indices` along `axis`), so the operator is the
+row-width-1 case of the reduction engine `jaxops._reduce` that ScatterNDUpdate
+uses too: `none` resolves duplicates last-wins with `jaxops._duplicates` and
+writes once with unique indices; the reductions are `_reduce.reduce_rows`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
+from jaxops._common import (
+  ArrayLike,
+  IntLike,
+  Shape,
+  ShapeLike,
+  op_error,
+  shape_str,
+)
+
+OP = "ScatterElementsUpdate-12"
+REDUCTIONS = ("none", "sum", "prod", "min", "max", "mean")
+
+
+def scatter_elements_update_shape(
+  data_shape: ShapeLike,
+  indices_shape: ShapeLike,
+  updates_shape: ShapeLike,
+  axis: IntLike = 0,
+) -> Shape:
+  """Output shape of ScatterElementsUpdate-12 (data's).
+
+  Raises ValueError unless data has rank r >= 1, indices and updates have
+  rank r and the same shape, `axis` is in `[-r, r-1]`, and
+  `indices_shape[d] <= data_shape[d]` for every `d != axis` (along `axis`
+  indices may be longer: duplicates).
+
+  >>> scatter_elements_update_shape((3, 3), (2, 3), (2, 3), axis=0)
+  (3, 3)
+  """
+  data_shape = _common.static_shape(data_shape, OP, "data")
+  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  updates_shape = _common.static_shape(updates_shape, OP, "updates")
+  shapes = (
+    f"(data shape {shape_str(data_shape)}, "
+    f"indices shape {shape_str(indices_shape)}, "
+    f"updates shape {shape_str(updates_shape)})"
+  )
+  r = len(data_shape)
+  if r < 1:
+    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  if len(indices_shape) != r:
+    raise op_error(
+      OP,
+      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {shapes}",
+    )
+  if updates_shape != indices_shape:
+    raise op_error(
+      OP,
+      f"updates shape {shape_str(updates_shape)} must equal indices shape "
+      f"{shape_str(indices_shape)}; updates are not broadcast {shapes}",
+    )
+  a = _common.canonicalize_axis(axis, r, OP, context=shapes)
+  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
+    if d != a and n_idx > n_data:
+      raise op_error(
+        OP,
+        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
+        f"in every dim other than axis={a} {shapes}",
+      )
+  return data_shape
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _targets(
+  indices: jax.Array,
+  data_shape: Shape,
+  axis: int,
+  mode: lax.GatherScatterMode,
+) -> jax.Array:
+  """The linear data slot of every update element, flattened (n,);
+  `data.size` where the element is dropped."""
+  size = data_shape[axis]
+  slots = math.prod(data_shape)
+  n = math.prod(indices.shape)
+  dtype = _duplicates.int_dtype_for(slots + n)
+  if dtype is None:
+    raise op_error(OP, f"{slots} + {n} slots need x64 to be indexed")
+  index = _common.prepare_indices(indices, (size,))
+  upper = np.asarray(size - 1, np.int64).astype(index.dtype)
+  zero = np.zeros((), index.dtype)
+  in_bounds = jnp.ones(index.shape, bool)
+  if mode == lax.GatherScatterMode.CLIP:
+    index = jnp.clip(index, zero, upper)
+  elif mode == lax.GatherScatterMode.FILL_OR_DROP:
+    index = _checks.checked_indices(
+      index[..., None],
+      (size,),
+      f"{OP}: an index is out of range for axis {axis} of size {size} "
+      "(valid: [-s, s-1]); it was dropped",
+    )[..., 0]
+    in_bounds = (index >= zero) & (index <= upper)
+  index = jnp.where(in_bounds, index, zero).astype(dtype)
+  coords = [
+    index if d == axis else lax.broadcasted_iota(dtype, indices.shape, d)
+    for d in range(len(data_shape))
+  ]
+  target = _common.linear_index(jnp.stack(coords, -1), data_shape, dtype)
+  return jnp.where(in_bounds, target, dtype.type(slots)).reshape(-1)
+
+
+def _none(data, target, updates, strategy):
+  """Last update of each slot wins: losers redirected out of range."""
+  slots = data.shape[0]
+  if strategy is not None:
+    in_bounds = target < slots
+    wins = _duplicates.winners(
+      jnp.where(in_bounds, target, 0)[:, None], in_bounds, (slots,), strategy
+    )
+    target = jnp.where(wins, target, slots + lax.iota(target.dtype, len(wins)))
+  return data.at[target].set(
+    updates, mode="drop", unique_indices=True, wrap_negative_indices=False
+  )
+
+
+def scatter_elements_update(
+  data: ArrayLike,
+  indices: ArrayLike,
+  updates: ArrayLike,
+  axis: IntLike = 0,
+  *,
+  reduction: str = "none",
+  use_init_val: bool = True,
+  mode: _common.ScatterMode = "drop",
+  unique_indices: bool = False,
+) -> jax.Array:
+  """A copy of `data` with `updates` reduced into the elements `indices`
+  address along `axis` (ScatterElementsUpdate-12).
+
+  For every position `p` of `indices` (row-major order), with `q = p` except
+  `q[axis] = indices[p]`::
+
+    out = copy(data)       # targeted slots start from the neutral value
+                           # of `reduction` when use_init_val=False
+    out[q] = f(out[q], updates[p])
+
+  `f` is the reduction: `none` (the last update wins), `sum`, `prod`, `min`,
+  `max`, or `mean` (the sum divided by the number of contributions, data
+  included when use_init_val; integers round toward -inf). Bool data: sum is
+  OR, prod AND, min AND, max OR; no mean. The result is the same bits on
+  every backend and run (docs/semantics.md#scatter-reductions).
+
+  Args:
+    data: array of rank r >= 1, any dtype (no complex min/max, no bool mean).
+    indices: integer array of rank r; `indices.shape[d] <= data.shape[d]`
+      for `d != axis`. Values in `[-s, s-1]` for `s = data.shape[axis]`.
+    updates: array of indices' shape and data's dtype.
+    axis: static int in `[-r, r-1]`.
+    reduction: "none" | "sum" | "prod" | "min" | "max" | "mean".
+    use_init_val: whether data is the initial value of a targeted slot (else
+      the neutral value: 0 for sum/mean, 1 for prod, the dtype's max for min
+      and its lowest for max). No effect for "none".
+    mode: "drop" (default), "clip" or "promise_in_bounds", as for
+      `scatter_nd_update`; concrete out-of-range indices raise IndexError
+      (except with "clip").
+    unique_indices: promise that no two in-range indices target one slot.
+
+  Returns:
+    Array of data's shape and dtype.
+
+  Example:
+    >>> import jax.numpy as jnp, jaxops
+    >>> data = jnp.array([1.0, 2.0, 3.0, 4.0])
+    >>> jaxops.scatter_elements_update(
+    ...     data, jnp.array([1, 1, 3]), jnp.array([10.0, 20.0, 5.0]),
+    ...     reduction="sum")
+    Array([ 1., 32.,  3.,  9.], dtype=float32)
+
+  Implements OpenVINO ScatterElementsUpdate-12 (= ONNX ScatterElements-18
+  for none/add/mul/min/max with use_init_val=True).
+  """
+  if _export.active():
+    return _exported(
+      data,
+      indices,
+      updates,
+      axis,
+      reduction,
+      use_init_val,
+      mode,
+      unique_indices,
+    )
+  data = _values.as_data(data, OP)
+  indices = _common.as_indices(indices, OP)
+  updates = _values.as_updates(updates, data.dtype, OP)
+  scatter_elements_update_shape(data.shape, indices.shape, updates.shape, axis)
+  axis = _common.canonicalize_axis(axis, data.ndim, OP)
+  _reduce.check_reduction(OP, reduction, REDUCTIONS, data.dtype)
+  scatter_mode = _common.canonicalize_mode(
+    mode, OP, ("drop", "clip", "promise_in_bounds")
+  )
+  for name, flag in (
+    ("unique_indices", unique_indices),
+    ("use_init_val", use_init_val),
+  ):
+    if not isinstance(flag, (bool, np.bool_)):
+      raise op_error(
+        OP,
+        f"{name} must be a Python bool, got {type(flag).__name__} {flag!r}",
+        TypeError,
+      )
+  if scatter_mode != lax.GatherScatterMode.CLIP:
+    _common.check_concrete_bounds(indices, data.shape[axis], OP)
+  n = math.prod(indices.shape)
+  if n == 0 or data.size == 0:
+    return data
+  target = _targets(
+    _values.index_array(indices), data.shape, axis, scatter_mode
+  )
+  flat, rows = data.reshape(-1, 1), updates.reshape(-1, 1)
+  if reduction == "none":
+    strategy = None
+    if not unique_indices and n > 1:
+      strategy = _duplicates.choose_strategy(n, (data.size,))
+    out = _none(flat, target, rows, strategy)
+  else:
+    out = _reduce.reduce_rows(
+      flat,
+      target,
+      rows,
+      reduction,
+      use_init_val=bool(use_init_val),
+      unique_indices=bool(unique_indices),
+    )
+  return out.reshape(data.shape)
+
+
+# Export primitive (docs/export.md) -------------------------------------------
+# `jaxops_scatter_elements_update(data, indices, updates; axis, reduction,
+# use_init_val, mode, unique_indices)`, axis normalized; lowered to ONNX by
+# jaxops/onnx/_scatter_elements_update.py.
+
+
+def _export_impl(data, indices, updates, **params):
+  return _export.normal(
+    scatter_elements_update, data, indices, updates, **params
+  )
+
+
+def _abstract(data, indices, updates, **params):
+  return _export.abstract_eval(
+    functools.partial(scatter_elements_update_shape, axis=params["axis"]), OP
+  )(data, indices, updates)
+
+
+def _export_batch(args, dims, *, axis, **params):
+  # Every batch position gets its own leading coordinate: slots never
+  # collide across positions and the order within one is kept.
+  data, indices, updates = _export.batched_in_front(args, dims)
+  out = scatter_elements_update_p.bind(
+    data, indices, updates, axis=axis + 1, **params
+  )
+  return out, 0
+
+
+scatter_elements_update_p = _export.define_primitive(
+  "jaxops_scatter_elements_update", _export_impl, _abstract, _export_batch
+)
+
+
+def _exported(
+  data: Any,
+  indices: Any,
+  updates: Any,
+  axis: Any,
+  reduction: Any,
+  use_init_val: Any,
+  mode: Any,
+  unique_indices: Any,
+) -> jax.Array:
+  """`scatter_elements_update` while exporting: one primitive, or the normal
+  computation for empty indices and zero-size data."""
+  params = dict(
+    reduction=reduction,
+    use_init_val=use_init_val,
+    mode=mode,
+    unique_indices=unique_indices,
+  )
+  _export.validate(
+    lambda d, i, u: scatter_elements_update(d, i, u, axis, **params),
+    data,
+    indices,
+    updates,
+  )
+  data = jnp.asarray(data)
+  indices = _export.index_array(indices)
+  updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
+  axis = _common.canonicalize_axis(axis, data.ndim, OP)
+  if indices.size == 0 or data.size == 0:
+    return _export.normal(
+      scatter_elements_update, data, indices, updates, axis, **params
+    )
+  return scatter_elements_update_p.bind(
+    data,
+    indices,
+    updates,
+    axis=axis,
+    reduction=reduction,
+    use_init_val=bool(use_init_val),
+    mode=mode,
+    unique_indices=bool(unique_indices),
+  )

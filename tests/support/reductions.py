@@ -1,0 +1,152 @@
+"""Scatter reduction references: naive serial loops in row-major index order
+(OpenVINO's reference and CPU plugin order), sharing no code with
+`jaxops._reduce`.
+
+`np_scatter_reduce(data, targets, rows, reduction, use_init_val)` applies
+`out[t] = f(out[t], row)` one update at a time; the two operators' wrappers
+compute the targets with NumPy indexing. Float `mean` divides the serial sum
+by the count in the data type, integer `mean` floors a Python-int sum; NaN
+propagates under min/max; -0 < +0.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+
+def neutral(reduction, dtype):
+  dtype = np.dtype(dtype)
+  if reduction in ("sum", "sub", "mean"):
+    return dtype.type(0)
+  if reduction == "prod":
+    return dtype.type(1)
+  if dtype == np.bool_:
+    return np.bool_(reduction == "min")
+  info = np.iinfo(dtype) if dtype.kind in "iu" else ml_dtypes.finfo(dtype)
+  return dtype.type(info.max if reduction == "min" else info.min)
+
+
+def _better(new, old, is_max):
+  """Whether `new` replaces `old` (ties keep old; NaN wins; -0 < +0)."""
+  if not isinstance(old, (np.integer, np.bool_, bool, int)):
+    old, new = float(old), float(new)  # bfloat16 is no np.floating
+    if np.isnan(old):
+      return False
+    if np.isnan(new):
+      return True
+    if new == old:
+      return bool(np.signbit(old) != np.signbit(new)) and bool(
+        np.signbit(old) == is_max
+      )
+  return bool(new > old) if is_max else bool(new < old)
+
+
+def _combine(reduction, old, new, dtype):
+  if dtype == np.bool_:
+    ops = {
+      "sum": np.logical_or,
+      "max": np.logical_or,
+      "sub": np.logical_xor,
+      "prod": np.logical_and,
+      "min": np.logical_and,
+    }
+    return ops[reduction](old, new)
+  with np.errstate(over="ignore", invalid="ignore"):
+    if reduction in ("sum", "mean"):
+      return (old + new).astype(dtype)
+    if reduction == "sub":
+      return (old - new).astype(dtype)
+    if reduction == "prod":
+      return (old * new).astype(dtype)
+  return new if _better(new, old, reduction == "max") else old
+
+
+def np_scatter_reduce(data, targets, rows, reduction, use_init_val=True):
+  """`data` (slots, ...) with `rows[i]` reduced into `data[targets[i]]`
+  elementwise, i increasing; a target of None is dropped."""
+  data = np.asarray(data)
+  out = data.copy()
+  dtype = data.dtype
+  counts: dict[int, int] = {}
+  sums: dict[tuple, int] = {}
+  for t, row in zip(targets, rows):
+    if t is None:
+      continue
+    if t not in counts:
+      counts[t] = int(use_init_val)
+      if not use_init_val and reduction != "none":
+        out[t] = neutral(reduction, dtype)
+    counts[t] += 1
+    if reduction == "none":
+      out[t] = row
+      continue
+    for e in np.ndindex(*np.shape(row)):
+      if reduction == "mean" and dtype.kind in "iu":
+        key = (t,) + e
+        start = int(data[key]) if use_init_val else 0
+        sums[key] = sums.get(key, start) + int(np.asarray(row)[e])
+        continue
+      out[(t,) + e] = _combine(reduction, out[(t,) + e], row[e], dtype)
+  if reduction == "mean":
+    for t, c in counts.items():
+      if dtype.kind in "iu":
+        for e in np.ndindex(*out.shape[1:]):
+          out[(t,) + e] = sums[(t,) + e] // c
+      else:
+        out[t] = (out[t] / dtype.type(c)).astype(dtype)
+  return out
+
+
+def _wrap(i, size, mode):
+  i = int(i)
+  i = i + size if i < 0 else i
+  if mode == "clip":
+    return min(max(i, 0), size - 1)
+  return i if 0 <= i < size else None
+
+
+def np_scatter_nd_reduce(data, indices, updates, reduction, mode="drop"):
+  data, indices = np.asarray(data), np.asarray(indices)
+  k = indices.shape[-1]
+  sizes = data.shape[:k]
+  tuples = indices.reshape(int(np.prod(indices.shape[:-1])), k)
+  rows = np.asarray(updates).reshape((len(tuples),) + data.shape[k:])
+  targets = []
+  for tup in tuples:
+    wrapped = [_wrap(i, s, mode) for i, s in zip(tup, sizes)]
+    bad = any(w is None for w in wrapped)
+    if bad:
+      targets.append(None)
+      continue
+    targets.append(int(np.ravel_multi_index(wrapped, sizes)) if k else 0)
+  flat = data.reshape((int(np.prod(sizes)),) + data.shape[k:])
+  out = np_scatter_reduce(flat, targets, rows, reduction)
+  return out.reshape(data.shape)
+
+
+def np_scatter_elements(
+  data,
+  indices,
+  updates,
+  axis=0,
+  reduction="none",
+  use_init_val=True,
+  mode="drop",
+):
+  data, indices = np.asarray(data), np.asarray(indices)
+  updates = np.asarray(updates)
+  axis = axis % data.ndim
+  targets, rows = [], []
+  for p in np.ndindex(*indices.shape):
+    w = _wrap(indices[p], data.shape[axis], mode)
+    q = list(p)
+    q[axis] = w
+    targets.append(
+      None if w is None else int(np.ravel_multi_index(q, data.shape))
+    )
+    rows.append(updates[p])
+  out = np_scatter_reduce(
+    data.reshape(-1), targets, rows, reduction, use_init_val
+  )
+  return out.reshape(data.shape)

@@ -1,0 +1,537 @@
+"""Unit tests for ScatterElementsUpdate-12 (`jaxops.scatter_elements_update`)
+and, through it, the reduction engine `jaxops._reduce`.
+
+Values are compared exactly (bits, signed zeros) with the serial NumPy loop
+of tests/support/reductions.py; derivatives with `check_grads` on float64.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxops
+from jaxops import _fold, shapes
+from tests.support import generators as gen
+from tests.support import rejections
+from tests.support.asserts import assert_same
+from tests.support.reductions import np_scatter_elements
+
+OP = "ScatterElementsUpdate-12"
+F32, I32 = np.float32, np.int32
+REDUCTIONS = ("none", "sum", "prod", "min", "max", "mean")
+
+# --- examples and decided semantics
+
+
+def test_docstring_example_sum():
+  out = jaxops.scatter_elements_update(
+    np.array([1.0, 2.0, 3.0, 4.0], F32),
+    [1, 1, 3],
+    [10.0, 20.0, 5.0],
+    reduction="sum",
+  )
+  assert_same(out, np.array([1, 32, 3, 9], F32))
+
+
+def test_integer_mean_rounds_toward_minus_infinity():
+  # The spec's rule; OpenVINO's CPU plugin truncates to -2 (RT-14).
+  out = jaxops.scatter_elements_update(
+    np.array([-1, 7], I32), [0, 0], np.array([-2, -4], I32), reduction="mean"
+  )
+  assert_same(out, np.array([-3, 7], I32))
+
+
+def test_int8_mean_accumulates_wide():
+  # 100 and 100 average to 100; OpenVINO's CPU plugin wraps to -28 (RT-15).
+  out = jaxops.scatter_elements_update(
+    np.array([100, 1], np.int8),
+    [0],
+    np.array([100], np.int8),
+    reduction="mean",
+  )
+  assert_same(out, np.array([100, 1], np.int8))
+
+
+@pytest.mark.jax_modes("x64")
+def test_int64_mean_does_not_wrap():
+  big = np.iinfo(np.int64).max - 1
+  out = jaxops.scatter_elements_update(
+    np.array([big], np.int64),
+    [0, 0],
+    np.array([big, big], np.int64),
+    reduction="mean",
+  )
+  assert_same(out, np.array([big], np.int64))
+
+
+def test_use_init_val_false_starts_from_neutral_and_keeps_untargeted():
+  data = np.array([1.0, 2.0, 3.0, 9.0], F32)
+  idx, upd = [0, 0, 2], np.array([5.0, 6.0, 7.0], F32)
+  for reduction, expected in {
+    "sum": [11, 2, 7, 9],
+    "prod": [30, 2, 7, 9],
+    "max": [6, 2, 7, 9],
+    "min": [5, 2, 7, 9],
+    "mean": [5.5, 2, 7, 9],
+  }.items():
+    out = jaxops.scatter_elements_update(
+      data, idx, upd, reduction=reduction, use_init_val=False
+    )
+    assert_same(out, np.array(expected, F32), reduction)
+
+
+def test_nan_propagates_under_min_and_max():
+  data = np.array([np.nan, 1, 1], F32)
+  idx, upd = [0, 1, 1], np.array([5, np.nan, 2], F32)
+  for reduction in ("min", "max"):
+    out = jaxops.scatter_elements_update(data, idx, upd, reduction=reduction)
+    assert_same(out, np.array([np.nan, np.nan, 1], F32), reduction)
+
+
+def test_signed_zeros_are_ordered_under_min_and_max():
+  data = np.array([0.0, -0.0], F32)
+  upd = np.array([-0.0, 0.0], F32)
+  assert_same(
+    jaxops.scatter_elements_update(data, [0, 1], upd, reduction="max"),
+    np.array([0.0, 0.0], F32),
+  )
+  assert_same(
+    jaxops.scatter_elements_update(data, [0, 1], upd, reduction="min"),
+    np.array([-0.0, -0.0], F32),
+  )
+
+
+def test_bool_rules():
+  data = np.array([True, False, True, False])
+  idx = [0, 1, 1, 2, 3, 3]
+  upd = np.array([False, True, False, False, False, False])
+  for reduction, expected in {
+    "sum": [True, True, True, False],
+    "max": [True, True, True, False],
+    "prod": [False, False, False, False],
+    "min": [False, False, False, False],
+  }.items():
+    out = jaxops.scatter_elements_update(data, idx, upd, reduction=reduction)
+    assert_same(out, np.array(expected), reduction)
+
+
+# --- shape rule and bad inputs
+
+BAD_INPUTS = {
+  "rank_mismatch": (
+    ((3, 3), F32),
+    ((3,), I32),
+    ((3,), F32),
+    {},
+    ValueError,
+    r"^rank\(indices\)=1 must equal rank\(data\)=2",
+  ),
+  "updates_shape": (
+    ((3, 3), F32),
+    ((2, 3), I32),
+    ((2, 2), F32),
+    {},
+    ValueError,
+    r"^updates shape \(2, 2\) must equal indices shape \(2, 3\)",
+  ),
+  "non_axis_dim_too_long": (
+    ((3, 3), F32),
+    ((2, 4), I32),
+    ((2, 4), F32),
+    {},
+    ValueError,
+    r"^indices.shape\[1\]=4 must be <= data.shape\[1\]=3",
+  ),
+  "axis_out_of_range": (
+    ((3, 3), F32),
+    ((2, 3), I32),
+    ((2, 3), F32),
+    {"axis": 2},
+    ValueError,
+    r"^axis=2 must be in \[-r, r-1\] = \[-2, 1\]",
+  ),
+  "rank_0_data": (
+    ((), F32),
+    ((), I32),
+    ((), F32),
+    {},
+    ValueError,
+    r"^data must have rank >= 1",
+  ),
+  "bad_reduction": (
+    ((3,), F32),
+    ((2,), I32),
+    ((2,), F32),
+    {"reduction": "sub"},
+    ValueError,
+    r"^reduction='sub' must be one of",
+  ),
+  "bool_mean": (
+    ((3,), np.bool_),
+    ((2,), I32),
+    ((2,), np.bool_),
+    {"reduction": "mean"},
+    TypeError,
+    r"^reduction='mean' is not defined for bool data",
+  ),
+  "complex_max": (
+    ((3,), np.complex64),
+    ((2,), I32),
+    ((2,), np.complex64),
+    {"reduction": "max"},
+    TypeError,
+    r"not defined for complex data",
+  ),
+  "float_indices": (
+    ((3,), F32),
+    ((2,), F32),
+    ((2,), F32),
+    {},
+    TypeError,
+    r"^indices must have an integer dtype, got float32",
+  ),
+  "updates_dtype": (
+    ((3,), F32),
+    ((2,), I32),
+    ((2,), I32),
+    {},
+    TypeError,
+    r"^updates dtype int32 must equal data dtype float32",
+  ),
+  "use_init_val_not_bool": (
+    ((3,), F32),
+    ((2,), I32),
+    ((2,), F32),
+    {"use_init_val": 1},
+    TypeError,
+    r"^use_init_val must be a Python bool, got int 1",
+  ),
+  "bad_mode": (
+    ((3,), F32),
+    ((2,), I32),
+    ((2,), F32),
+    {"mode": "fill"},
+    ValueError,
+    r"^mode='fill' must be one of",
+  ),
+}
+
+
+@pytest.mark.parametrize("name", BAD_INPUTS)
+def test_bad_inputs_raise_at_trace_time(name):
+  data, indices, updates, kwargs, exc, pattern = BAD_INPUTS[name]
+  shape_only = exc is ValueError and set(kwargs) <= {"axis"}
+  rejections.assert_rejected(
+    OP,
+    exc,
+    pattern,
+    operator=jaxops.scatter_elements_update,
+    shape_rule=shapes.scatter_elements_update if shape_only else None,
+    arrays=(data, indices, updates),
+    attrs=kwargs,
+  )
+
+
+def test_shape_rule_allows_a_longer_axis():
+  assert shapes.scatter_elements_update((3, 4), (7, 2), (7, 2), axis=0) == (
+    3,
+    4,
+  )
+  assert shapes.scatter_elements_update((3, 4), (2, 9), (2, 9), -1) == (3, 4)
+
+
+def test_python_int_updates_that_do_not_fit_are_rejected():
+  data, indices = np.zeros(3, np.int8), np.array([0])
+  rejections.assert_op_error(
+    OP,
+    ValueError,
+    r"^updates value 1000 does not fit data dtype int8",
+    lambda: jaxops.scatter_elements_update(data, indices, [1000]),
+  )
+  rejections.assert_op_error(
+    OP,
+    ValueError,
+    r"^updates value -1 does not fit data dtype uint8",
+    lambda: jax.jit(lambda d, i: jaxops.scatter_elements_update(d, i, [-1]))(
+      data.astype(np.uint8), indices
+    ),
+  )
+
+
+def test_eager_out_of_range_raises_index_error():
+  with pytest.raises(IndexError, match=OP + r": indices\[1, 0\]=3 is out"):
+    jaxops.scatter_elements_update(
+      np.zeros((3, 2), F32), np.array([[0, 1], [3, 0]]), np.ones((2, 2), F32)
+    )
+
+
+# --- values against the serial reference
+
+DTYPES = (
+  np.float32,
+  np.float16,
+  jnp.bfloat16,
+  np.int8,
+  np.uint8,
+  np.int32,
+  np.bool_,
+  np.complex64,
+)
+
+
+def _case(rng, dtype, data_shape, indices_shape, axis, repeats=True):
+  size = data_shape[axis]
+  indices = rng.integers(-size, size if repeats else 1, indices_shape)
+  data = gen.random_values(rng, data_shape, dtype)
+  updates = gen.random_values(rng, indices_shape, dtype)
+  return data, indices, updates
+
+
+def _valid(reduction, dtype):
+  if reduction == "mean" and np.dtype(dtype) == np.bool_:
+    return False  # a bad-input row
+  if np.issubdtype(dtype, np.complexfloating):
+    # min/max: bad-input rows; prod and mean: XLA's complex multiply and
+    # divide round unlike NumPy's, so the reference would differ per step,
+    # not by order.
+    return reduction in ("none", "sum")
+  return True
+
+
+COMBINATIONS = [
+  pytest.param(dtype, reduction, id=f"{reduction}-{gen.dtype_id(dtype)}")
+  for reduction in REDUCTIONS
+  for dtype in DTYPES
+  if _valid(reduction, dtype)
+]
+
+
+_jitted = jax.jit(
+  jaxops.scatter_elements_update,
+  static_argnames=("axis", "reduction", "use_init_val"),
+)
+
+
+# (data shape, indices shape, axis, use_init_val, eager): each combination
+# runs one form, a compilation, alternating over dtypes and reductions so that
+# every reduction and every dtype meets both (eager == jit is the
+# field-config tests' matter).
+FORMS = (
+  ((3, 4), (7, 4), 0, True, True),
+  ((2, 3, 2), (2, 5, 1), -2, False, False),
+)
+
+
+@pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
+def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
+  rng = np.random.default_rng(REDUCTIONS.index(reduction))
+  form = (REDUCTIONS.index(reduction) + DTYPES.index(dtype)) % len(FORMS)
+  data_shape, indices_shape, axis, init, eager = FORMS[form]
+  data, indices, updates = _case(rng, dtype, data_shape, indices_shape, axis)
+  expected = np_scatter_elements(data, indices, updates, axis, reduction, init)
+  fn = jaxops.scatter_elements_update if eager else _jitted
+  out = fn(data, indices, updates, axis, reduction=reduction, use_init_val=init)
+  assert_same(out, expected, f"{data_shape} {axis} init={init} eager={eager}")
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_unique_indices_promise_gives_the_same_result(reduction):
+  rng = np.random.default_rng(1)
+  data = rng.standard_normal((6, 3)).astype(F32)
+  indices = np.stack([rng.permutation(6)[:4] for _ in range(3)], 1)
+  updates = rng.standard_normal((4, 3)).astype(F32)
+  for init in (True, False):
+    out = jaxops.scatter_elements_update(
+      data,
+      indices,
+      updates,
+      reduction=reduction,
+      use_init_val=init,
+      unique_indices=True,
+    )
+    assert_same(
+      out, np_scatter_elements(data, indices, updates, 0, reduction, init)
+    )
+
+
+@pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+def test_long_runs_fold_in_documented_chunks(reduction, monkeypatch):
+  # Runs up to CHUNK are serial; beyond, chunks fold serially, then their
+  # results (docs/semantics.md#reduction-order).
+  monkeypatch.setattr(_fold, "CHUNK", 4)
+  rng = np.random.default_rng(2)
+  data = rng.standard_normal((3,)).astype(F32)
+  indices = np.array([0] * 4 + [1] * 11 + [0] * 3 + [2])
+  rng.shuffle(indices)
+  updates = (rng.standard_normal(indices.shape) * 1e3).astype(F32)
+  out = jaxops.scatter_elements_update(
+    data, indices, updates, reduction=reduction
+  )
+  expected = data.copy()
+  for slot in range(3):
+    run = updates[indices == slot]
+    chunks = [run[j : j + 4] for j in range(0, len(run), 4)]
+    acc = []
+    for c, chunk in enumerate(chunks):
+      value = data[slot] if c == 0 else chunk[0]
+      for u in chunk if c == 0 else chunk[1:]:
+        value = value * u if reduction == "prod" else value + u
+      acc.append(value)
+    total = acc[0]
+    for value in acc[1:]:
+      total = total * value if reduction == "prod" else total + value
+    if reduction == "mean":
+      total = total / F32(len(run) + 1)
+    expected[slot] = total
+  assert_same(out, expected)
+  # Up to CHUNK updates per slot the order is serial.
+  short = np.array([0, 1, 0, 0, 2, 0])
+  out = jaxops.scatter_elements_update(
+    data, short, updates[:6], reduction=reduction
+  )
+  assert_same(out, np_scatter_elements(data, short, updates[:6], 0, reduction))
+
+
+@pytest.mark.parametrize("mode", ("drop", "clip"))
+def test_out_of_range_under_jit(mode):
+  data = np.arange(6, dtype=F32).reshape(3, 2)
+  indices = np.array([[5, -1], [-7, 0], [1, 2**31 - 1]], np.int32)
+  updates = np.full((3, 2), 10, F32)
+  for reduction in ("none", "sum", "max"):
+    out = jax.jit(
+      functools.partial(
+        jaxops.scatter_elements_update, reduction=reduction, mode=mode
+      )
+    )(data, indices, updates)
+    expected = np_scatter_elements(
+      data, indices, updates, 0, reduction, mode=mode
+    )
+    assert_same(out, expected, reduction)
+
+
+def test_zero_size_inputs():
+  data = np.zeros((2, 0), F32)
+  out = jaxops.scatter_elements_update(
+    data, np.zeros((2, 0), I32), data, reduction="sum"
+  )
+  assert_same(out, data)
+  data = np.ones((3,), F32)
+  out = jaxops.scatter_elements_update(
+    data, np.zeros((0,), I32), np.zeros((0,), F32), reduction="prod"
+  )
+  assert_same(out, data)
+
+
+# --- vmap
+
+
+# Every reduction with all three arguments batched, and the other argument
+# combinations spread over the reductions so that each engine path (the
+# fold's batching rule, the combiner scatter, the unique write) meets
+# several.
+VMAP_AXES = {
+  "none": [(0, None, None), (0, 0, 0)],
+  "sum": [(None, 0, None), (0, 0, 0)],
+  "prod": [(None, None, 0), (0, 0, 0)],
+  "min": [(None, 0, 0), (0, 0, 0)],
+  "max": [(0, 0, 0)],
+  "mean": [(0, None, None), (0, None, 0), (0, 0, 0)],
+}
+
+
+@pytest.mark.parametrize(
+  "reduction, axes",
+  [(r, a) for r in REDUCTIONS for a in VMAP_AXES[r]],
+)
+def test_vmap_any_argument(reduction, axes):
+  rng = np.random.default_rng(3)
+  b = 3
+  data = rng.standard_normal((b, 4, 2)).astype(F32)
+  indices = rng.integers(-4, 4, (b, 6, 2))
+  updates = rng.standard_normal((b, 6, 2)).astype(F32)
+  args = [
+    x if a is not None else x[0] for x, a in zip((data, indices, updates), axes)
+  ]
+  fn = functools.partial(jaxops.scatter_elements_update, reduction=reduction)
+  out = jax.vmap(fn, axes)(*args)
+  for j in range(b):
+    one = [x[j] if a is not None else x for x, a in zip(args, axes)]
+    assert_same(out[j], np_scatter_elements(*one, 0, reduction), str(j))
+
+
+# --- derivatives
+
+
+@pytest.mark.jax_modes("x64")
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("init", (True, False))
+def test_check_grads(reduction, init):
+  rng = np.random.default_rng(4)
+  data = rng.standard_normal((4, 3))
+  indices = rng.integers(-4, 4, (9, 3))
+  updates = rng.standard_normal((9, 3))
+  updates[0, 0] = 0.0  # prod is exact with zeros present
+  data[1, 1] = 0.0
+
+  def fn(d, u):
+    return jaxops.scatter_elements_update(
+      d, indices, u, reduction=reduction, use_init_val=init
+    )
+
+  smooth = reduction in ("sum", "prod", "mean", "none")
+  # Jitted: each numerical and AD evaluation reuses one compilation.
+  check_grads(
+    jax.jit(fn),
+    (data, updates),
+    order=2 if smooth else 1,
+    modes=("fwd", "rev"),
+  )
+
+
+@pytest.mark.jax_modes("x64")
+def test_prod_gradient_with_two_zeros_and_repeats():
+  data = np.array([2.0, 5.0])
+  updates = np.array([0.0, 3.0, 0.0, 4.0])
+  indices = np.array([0, 0, 0, 1])
+  grad = jax.grad(
+    lambda d, u: jaxops.scatter_elements_update(
+      d, indices, u, reduction="prod"
+    ).sum(),
+    argnums=(0, 1),
+  )(data, updates)
+  # Two zeros in slot 0: every partial derivative there is 0.
+  assert_same(grad[0], np.array([0.0, 4.0]))
+  assert_same(grad[1], np.array([0.0, 0.0, 0.0, 5.0]))
+  updates = np.array([0.0, 3.0, 1.0, 4.0])
+  grad = jax.grad(
+    lambda u: jaxops.scatter_elements_update(
+      data, indices, u, reduction="prod"
+    ).sum()
+  )(updates)
+  assert_same(grad, np.array([6.0, 0.0, 0.0, 5.0]))
+
+
+@pytest.mark.jax_modes("x64")
+@pytest.mark.parametrize("reduction", ("min", "max"))
+def test_min_max_tie_rule_data_then_first_update(reduction):
+  data = np.array([1.0, 0.0])
+  updates = np.array([1.0, 3.0, 3.0, -3.0, -3.0])
+  indices = np.array([0, 1, 1, 1, 1])
+
+  def fn(d, u):
+    return jaxops.scatter_elements_update(d, indices, u, reduction=reduction)
+
+  g_data, g_upd = jax.grad(lambda d, u: fn(d, u).sum(), (0, 1))(data, updates)
+  winner = 1 if reduction == "max" else 3
+  expected = np.zeros(5)
+  expected[winner] = 1.0
+  assert_same(g_data, np.array([1.0, 0.0]))  # data wins its tie in slot 0
+  assert_same(g_upd, expected)
+  _, tangent = jax.jvp(fn, (data, updates), (np.ones(2), np.arange(5.0)))
+  assert_same(tangent, np.array([1.0, float(winner)]))

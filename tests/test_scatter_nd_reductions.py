@@ -1,0 +1,187 @@
+"""ScatterNDUpdate-15 reductions (`jaxops.scatter_nd_update(reduction=)`).
+
+The engine is shared with ScatterElementsUpdate-12 and tested in depth there
+(tests/test_scatter_elements_update.py); here: the ND views (slices, k = 0,
+k = rank), the spec's examples as corrected (SNU-5), bool sub, derivatives,
+vmap, and the index paths shared with ScatterNDUpdate-3.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxops
+from tests.support import generators as gen
+from tests.support import rejections
+from tests.support.asserts import assert_same
+from tests.support.reductions import np_scatter_nd_reduce
+
+OP = "ScatterNDUpdate-3"
+ND = ("sum", "sub", "prod", "min", "max")
+F32, I32 = np.float32, np.int32
+
+# The example of ScatterNDUpdate-15 (data [1, 2, 3, 4], indices [0, 2, -3,
+# -3, 0], updates [10..50]) with the values the formula gives (SNU-5).
+SPEC = {
+  "none": [50, 40, 20, 4],
+  "sum": [61, 72, 23, 4],
+  "sub": [-59, -68, -17, 4],
+  "prod": [500, 2400, 60, 4],
+  "min": [1, 2, 3, 4],
+  "max": [50, 40, 20, 4],
+}
+
+
+@pytest.mark.parametrize("reduction", SPEC)
+def test_spec_example_corrected(reduction):
+  data = np.array([1, 2, 3, 4], I32)
+  indices = np.array([[0], [2], [-3], [-3], [0]], I32)
+  updates = np.array([10, 20, 30, 40, 50], I32)
+  out = jaxops.scatter_nd_update(data, indices, updates, reduction=reduction)
+  assert_same(out, np.array(SPEC[reduction], I32))
+  if reduction != "none":
+    assert_same(out, np_scatter_nd_reduce(data, indices, updates, reduction))
+
+
+def test_bool_sub_is_xor():
+  data = np.array([True, False, True])
+  indices = np.array([[0], [0], [1], [2]])
+  updates = np.array([True, True, True, False])
+  out = jaxops.scatter_nd_update(data, indices, updates, reduction="sub")
+  assert_same(out, np.array([True, True, True]))
+
+
+def test_bad_reduction():
+  rejections.assert_op_error(
+    OP,
+    ValueError,
+    r"^reduction='mean' must be one of",
+    lambda: jaxops.scatter_nd_update(
+      np.zeros(3, F32), [[0]], np.ones(1, F32), reduction="mean"
+    ),
+  )
+
+
+_jitted = jax.jit(jaxops.scatter_nd_update, static_argnames="reduction")
+
+
+@pytest.mark.parametrize("reduction", ND)
+@pytest.mark.parametrize(
+  "dtype", (F32, np.float16, I32, np.uint8), ids=gen.dtype_id
+)
+def test_slices_and_elements_match_serial_reference(reduction, dtype):
+  rng = np.random.default_rng(ND.index(reduction))
+  for data_shape, lead, k in [
+    ((4, 3), (7,), 1),
+    ((3, 2, 2), (2, 5), 2),
+    ((3, 2), (4,), 0),
+  ]:
+    data = gen.random_values(rng, data_shape, dtype)
+    indices = rng.integers(-2, 2, lead + (k,))
+    updates = gen.random_values(rng, lead + data_shape[k:], dtype)
+    expected = np_scatter_nd_reduce(data, indices, updates, reduction)
+    # Eager for the first form, jitted for the others: each form is a
+    # compilation, and eager == jit is the field-config tests' matter.
+    fn = jaxops.scatter_nd_update if k == 1 else _jitted
+    assert_same(
+      fn(data, indices, updates, reduction=reduction),
+      expected,
+      f"{data_shape} k={k}",
+    )
+
+
+@pytest.mark.parametrize("mode", ("drop", "clip"))
+def test_out_of_range_tuples(mode):
+  data = np.arange(6, dtype=F32).reshape(3, 2)
+  indices = np.array([[5], [-1], [-9], [1]], I32)
+  updates = np.full((4, 2), 10, F32)
+  fn = jax.jit(
+    functools.partial(jaxops.scatter_nd_update, reduction="sum", mode=mode)
+  )
+  assert_same(
+    fn(data, indices, updates),
+    np_scatter_nd_reduce(data, indices, updates, "sum", mode=mode),
+  )
+
+
+@pytest.mark.parametrize("reduction", ("none", "sum"))
+def test_x32_clip_does_not_wrap_values_beyond_int32(reduction):
+  # 2**32 + 1 clamps to the last index, as in x64 mode (it used to wrap to 1
+  # in x32 mode). Failing before: out[1, 1] was written.
+  out = jaxops.scatter_nd_update(
+    np.zeros((2, 3), F32),
+    np.array([[1, 2**32 + 1]], np.int64),
+    np.array([7.0], F32),
+    reduction=reduction,
+    mode="clip",
+  )
+  expected = np.zeros((2, 3), F32)
+  expected[1, 2] = 7.0
+  assert_same(out, expected)
+
+
+def test_python_int_updates_that_do_not_fit():
+  rejections.assert_op_error(
+    OP,
+    ValueError,
+    r"^updates value 2048 does not fit data dtype int8",
+    lambda: jaxops.scatter_nd_update(np.zeros(3, np.int8), [[0]], [2048]),
+  )
+
+
+# Every reduction with all three arguments batched, and the other argument
+# combinations spread over the reductions so that each engine path (the
+# fold's batching rule, the combiner scatter, the unique write) meets
+# several.
+VMAP_AXES = {
+  "sum": [(0, None, None), (0, 0, 0)],
+  "sub": [(None, 0, None), (0, 0, 0)],
+  "prod": [(None, None, 0), (0, 0, 0)],
+  "min": [(None, 0, 0), (0, 0, 0)],
+  "max": [(0, None, 0), (0, 0, 0)],
+}
+
+
+@pytest.mark.parametrize(
+  "reduction, axes", [(r, a) for r in ND for a in VMAP_AXES[r]]
+)
+def test_vmap_any_argument(reduction, axes):
+  rng = np.random.default_rng(5)
+  data = rng.standard_normal((2, 3, 2)).astype(F32)
+  indices = rng.integers(0, 3, (2, 5, 1))
+  updates = rng.standard_normal((2, 5, 2)).astype(F32)
+  args = [
+    x if a is not None else x[0] for x, a in zip((data, indices, updates), axes)
+  ]
+  fn = functools.partial(jaxops.scatter_nd_update, reduction=reduction)
+  out = jax.vmap(fn, axes)(*args)
+  for j in range(2):
+    one = [x[j] if a is not None else x for x, a in zip(args, axes)]
+    assert_same(out[j], np_scatter_nd_reduce(*one, reduction), str(j))
+
+
+@pytest.mark.jax_modes("x64")
+@pytest.mark.parametrize("reduction", ND)
+def test_check_grads(reduction):
+  rng = np.random.default_rng(6)
+  data = rng.standard_normal((3, 4))
+  indices = rng.integers(0, 3, (7, 1))
+  updates = rng.standard_normal((7, 4))
+  updates[2, 1] = 0.0
+
+  def fn(d, u):
+    return jaxops.scatter_nd_update(d, indices, u, reduction=reduction)
+
+  smooth = reduction in ("sum", "sub", "prod")
+  # Jitted: each numerical and AD evaluation reuses one compilation.
+  check_grads(
+    jax.jit(fn),
+    (data, updates),
+    order=2 if smooth else 1,
+    modes=("fwd", "rev"),
+  )
