@@ -101,20 +101,25 @@ class _Graph:
       divisor = self.node(
         "Add", [counts, low.const(self.ctx, 1, "one", np.int32)], counts.dtype
       )
-    if np.issubdtype(self.dtype, np.integer):
-      mean = self._int_mean(divisor, use_init_val)
-    else:
-      total = self.reduce("sum", use_init_val)
-      mean = self.node(
-        "Div", [total, self.cast(divisor, self.data.dtype)], self.data.dtype
-      )
     hit = self.node(
       "Greater", [counts, low.const(self.ctx, 0, "zero", np.int32)], BOOL
     )
+    if np.issubdtype(self.dtype, np.integer):
+      # Where in int64, then one cast back: onnxruntime 1.30's Where has no
+      # int8 or int16 kernel.
+      wide = self.cast(self.data, INT64)
+      mean = self._int_mean(wide, divisor, use_init_val)
+      where = self.node("Where", [hit, mean, wide], INT64)
+      return self.cast(where, self.data.dtype)
+    total = self.reduce("sum", use_init_val)
+    mean = self.node(
+      "Div", [total, self.cast(divisor, self.data.dtype)], self.data.dtype
+    )
     return self.node("Where", [hit, mean, self.data], self.data.dtype)
 
-  def _int_mean(self, divisor, use_init_val):
-    data = self.init(self.cast(self.data, INT64), "sum", np.int64, use_init_val)
+  def _int_mean(self, wide, divisor, use_init_val):
+    """floor(sum / divisor) in int64, of data already cast to int64."""
+    data = self.init(wide, "sum", np.int64, use_init_val)
     updates = self.cast(self.updates, INT64, False)
     total = self.scatter(data, updates, "add")
     # At least 1: untargeted slots (count 0 with use_init_val=False) are
@@ -131,8 +136,7 @@ class _Graph:
     below = self.node(
       "Less", [rest, low.const(self.ctx, 0, "zero", np.int64)], BOOL
     )
-    q = self.node("Sub", [q, self.cast(below, INT64)], INT64)
-    return self.cast(q, self.data.dtype)
+    return self.node("Sub", [q, self.cast(below, INT64)], INT64)
 
 
 @register_primitive(
