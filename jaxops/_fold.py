@@ -6,7 +6,8 @@ See docs/design.md#scatter-reductions.
 each target's run into segments of at most `CHUNK` updates; `serial_fold`
 folds every target's updates in that order with `fold_p`, a loop over ranks
 whose step j combines the j-th update of every segment (one gather of one row
-per segment), then folds the chunk results of long runs. Up to CHUNK updates
+per segment, read through the sort order: the updates are never copied into
+it), then folds the chunk results of long runs. Up to CHUNK updates
 per target this is the serial index order exactly. `fold_p` add is linear,
 with its own jvp, transpose and batching rules (JAX cannot transpose a while
 loop); `serial_prod` differentiates the product without division.
@@ -18,11 +19,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
-
-from jaxops import _duplicates
 
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
@@ -34,21 +34,25 @@ CHUNK = 1024
 fold_p = Primitive("jaxops_serial_fold")
 
 
-def fold(init, members, start, count, group, *, op: str) -> jax.Array:
-  """`out[s] = op(...op(op(init[s], members[start[s]]), ...),
-  members[start[s] + count[s] - 1])` for every segment s, in that order.
+def fold(init, members, order, start, count, group, *, op: str) -> jax.Array:
+  """`out[s] = op(...op(op(init[s], members[order[start[s]]]), ...),
+  members[order[start[s] + count[s] - 1]])` for every segment s, in that
+  order.
 
-  `init` (S, R), `members` (m, R), `start`/`count` (S,) int32, `group` (m,)
-  int32: the segment that consumes each member, or S for none (used by the
-  transpose). op "add" is linear in (init, members); "mul" has no derivative
-  rule (`prod` differentiates around it).
+  `init` (S, R), `members` (m, R), `order` (m,) int32 (the fold's sequence
+  of member rows: reading through it, the members are never gathered into
+  that order, a copy that costs more than the fold at real sizes),
+  `start`/`count` (S,) int32, `group` (m,) int32: the segment that consumes
+  each member row, or S for none (used by the transpose). op "add" is linear
+  in (init, members); "mul" has no derivative rule (`prod` differentiates
+  around it).
   """
-  return fold_p.bind(init, members, start, count, group, op=op)
+  return fold_p.bind(init, members, order, start, count, group, op=op)
 
 
-def _fold_impl(init, members, start, count, group, *, op):
+def _fold_impl(init, members, order, start, count, group, *, op):
   del group
-  m = members.shape[0]
+  m = order.shape[0]
   if m == 0 or init.shape[0] == 0:
     return init
   combine = lax.add if op == "add" else lax.mul
@@ -56,9 +60,8 @@ def _fold_impl(init, members, start, count, group, *, op):
 
   def body(state):
     j, acc = state
-    rows = members.at[jnp.minimum(start + j, m - 1)].get(
-      mode="promise_in_bounds"
-    )
+    at = order.at[jnp.minimum(start + j, m - 1)].get(mode="promise_in_bounds")
+    rows = members.at[at].get(mode="promise_in_bounds")
     live = (j < count)[:, None]
     return j + 1, jnp.where(live, combine(acc, rows), acc)
 
@@ -70,18 +73,18 @@ def _fold_impl(init, members, start, count, group, *, op):
 def _fold_jvp(primals, tangents, *, op):
   if op != "add":
     raise NotImplementedError("fold 'mul' is differentiated by its caller")
-  init, members, start, count, group = primals
+  init, members, order, start, count, group = primals
   init_dot, members_dot = (
     ad.instantiate_zeros(t) if type(t) is ad.Zero else t for t in tangents[:2]
   )
   out = fold(*primals, op=op)
-  return out, fold(init_dot, members_dot, start, count, group, op=op)
+  return out, fold(init_dot, members_dot, order, start, count, group, op=op)
 
 
-def _fold_transpose(ct, init, members, start, count, group, *, op):
+def _fold_transpose(ct, init, members, order, start, count, group, *, op):
   del op
   if type(ct) is ad.Zero:
-    return [None] * 5
+    return [None] * 6
   init_ct = ct if ad.is_undefined_primal(init) else None
   members_ct = None
   if ad.is_undefined_primal(members):
@@ -89,12 +92,12 @@ def _fold_transpose(ct, init, members, start, count, group, *, op):
     members_ct = ct.at[group].get(
       mode="fill", fill_value=0, unique_indices=False
     )
-  return [init_ct, members_ct, None, None, None]
+  return [init_ct, members_ct, None, None, None, None]
 
 
 def _fold_batch(args, dims, *, op):
   size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-  init, members, start, count, group = (
+  init, members, order, start, count, group = (
     jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
     for x, d in zip(args, dims)
   )
@@ -105,6 +108,7 @@ def _fold_batch(args, dims, *, op):
   out = fold(
     init.reshape((size * s,) + init.shape[2:]),
     members.reshape((size * m,) + members.shape[2:]),
+    (order + batch * m).reshape(-1),
     start,
     count.reshape(-1),
     group,
@@ -119,6 +123,81 @@ mlir.register_lowering(fold_p, mlir.lower_fun(_fold_impl, False))
 ad.primitive_jvps[fold_p] = _fold_jvp
 ad.primitive_transposes[fold_p] = _fold_transpose
 batching.primitive_batchers[fold_p] = _fold_batch
+
+
+# --- the stable sort by target ---------------------------------------------
+
+_sort_p = Primitive("jaxops_sort_by_target")
+_sort_p.multiple_results = True
+
+
+def sort_by_target(
+  target: jax.Array, slots: int
+) -> tuple[jax.Array, jax.Array]:
+  """`(target[order], order)`, `order` the stable sort of `target` (n,) with
+  values in [0, slots].
+
+  One single-operand sort of the unique keys `target * n + position`, about
+  five times faster on XLA:CPU than the stable two-operand sort
+  (docs/design.md#fold-cost). The keys are 64-bit when they must
+  be, x64 mode or not: `_sort_p` lowers them itself, so in x32 mode they
+  never reach a traced value.
+  """
+  n = target.shape[-1]
+  if (slots + 1) * n > np.iinfo(np.int64).max:
+    i = lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
+    return tuple(lax.sort((target, i), num_keys=1, is_stable=True))
+  return tuple(_sort_p.bind(target, slots=slots))
+
+
+def _sort_keys(target, *, slots):
+  n = target.shape[-1]
+  wide = np.int32 if (slots + 1) * n <= np.iinfo(np.int32).max else np.int64
+  # lax only: jnp's floor division would cache an x64 function body.
+  span = lax.full(target.shape, n, wide)
+  keys = lax.sort(
+    lax.add(
+      lax.mul(lax.convert_element_type(target, wide), span),
+      lax.broadcasted_iota(wide, target.shape, target.ndim - 1),
+    )
+  )
+  return [
+    lax.convert_element_type(lax.div(keys, span), target.dtype),
+    lax.convert_element_type(lax.rem(keys, span), np.int32),
+  ]
+
+
+def _sort_lowering(ctx, target, *, slots):
+  with jax.enable_x64(True):
+    return mlir.lower_fun(_sort_keys, multiple_results=True)(
+      ctx, target, slots=slots
+    )
+
+
+def _sort_batch(args, dims, *, slots):
+  (target,), (dim,) = args, dims
+  return _sort_p.bind(jnp.moveaxis(target, dim, 0), slots=slots), (0, 0)
+
+
+def _sort_jvp(primals, tangents, *, slots):
+  out = _sort_p.bind(*primals, slots=slots)
+  return out, [np.zeros(x.shape, jax.dtypes.float0) for x in out]
+
+
+_sort_p.def_impl(
+  lambda target, *, slots: jax.jit(_sort_p.bind, static_argnames="slots")(
+    target, slots=slots
+  )
+)
+_sort_p.def_abstract_eval(
+  lambda target, *, slots: [
+    jax.core.ShapedArray(target.shape, target.dtype),
+    jax.core.ShapedArray(target.shape, np.int32),
+  ]
+)
+mlir.register_lowering(_sort_p, _sort_lowering)
+ad.primitive_jvps[_sort_p] = _sort_jvp
+batching.primitive_batchers[_sort_p] = _sort_batch
 
 
 # --- segment layout --------------------------------------------------------
@@ -144,21 +223,14 @@ class Layout(NamedTuple):
   seg_run: jax.Array  # (S,) updates of the target (chunk-0 segments)
   seg_first: jax.Array  # (S,) segment whose chunk 0 this segment extends
   member_seg: jax.Array  # (n,) segment consuming the sorted update in a fold
+  position_seg: jax.Array  # (n,) the same, by position (unsorted)
 
 
 def layout(target: jax.Array, slots: int) -> Layout:
   """The segments of `target` (n,), where `slots` marks dropped updates."""
   n = target.shape[0]
   i = lax.iota(jnp.int32, n)
-  key_dtype = _duplicates.int_dtype_for((slots + 1) * n)
-  if key_dtype is None:
-    sorted_target, order = lax.sort((target, i), num_keys=1, is_stable=True)
-  else:
-    # Unique packed keys: one single-operand sort, about ten times faster on
-    # XLA:CPU than the stable two-operand sort (docs/design.md).
-    keys = lax.sort(target.astype(key_dtype) * n + i.astype(key_dtype))
-    sorted_target = (keys // n).astype(target.dtype)
-    order = (keys % n).astype(jnp.int32)
+  sorted_target, order = sort_by_target(target, slots)
   first = jnp.concatenate(
     [jnp.ones((1,), bool), sorted_target[1:] != sorted_target[:-1]]
   )
@@ -190,6 +262,9 @@ def layout(target: jax.Array, slots: int) -> Layout:
   seg_first = iota_s - seg_rank // CHUNK
   # In a fold a later chunk's first update is its init, not a member.
   member_seg = jnp.where(starts & (rank > 0), s, seg)
+  position_seg = member_seg.at[order].set(
+    member_seg, mode="promise_in_bounds", unique_indices=True
+  )
   return Layout(
     order=order,
     run_first=first,
@@ -202,39 +277,49 @@ def layout(target: jax.Array, slots: int) -> Layout:
     seg_run=jnp.where(seg_chunk0, run_len, 0),
     seg_first=seg_first,
     member_seg=member_seg,
+    position_seg=position_seg,
   )
 
 
-def serial_fold(init, members, lay: Layout, op: str) -> jax.Array:
+def serial_fold(
+  init, members, lay: Layout, op: str, *, presorted: bool = False
+) -> jax.Array:
   """Per segment (S, R): its target's fold when it is a chunk-0 segment.
 
-  `init` (S, R) is read at chunk-0 segments, `members` (n, R) are the updates
-  in sorted order.
+  `init` (S, R) is read at chunk-0 segments; `members` (n, R) are the
+  updates by position, or in sorted order when `presorted`.
   """
   s, n = lay.seg_start.shape[0], members.shape[0]
+  if presorted:
+    order, group = lax.iota(jnp.int32, n), lay.member_seg
+  else:
+    order, group = lay.order, lay.position_seg
   if n <= CHUNK:
     # No run is longer than a chunk: every segment is its target's chunk 0.
     return fold(
-      init, members, lay.seg_start, lay.seg_count, lay.member_seg, op=op
+      init, members, order, lay.seg_start, lay.seg_count, group, op=op
     )
   later = ~lay.seg_chunk0
   shift = later.astype(jnp.int32)
-  heads = members.at[lay.seg_start].get(
-    mode="fill", fill_value=0, unique_indices=True
+  head = order.at[lay.seg_start].get(
+    mode="fill", fill_value=n, unique_indices=True
   )
+  heads = members.at[head].get(mode="fill", fill_value=0, unique_indices=True)
   init1 = jnp.where(later[:, None], heads, init)
   partial = fold(
     init1,
     members,
+    order,
     jnp.minimum(lay.seg_start + shift, n),
     lay.seg_count - shift,
-    lay.member_seg,
+    group,
     op=op,
   )
   chunks = (lay.seg_run + CHUNK - 1) // CHUNK
   return fold(
     partial,
     partial,
+    lax.iota(jnp.int32, s),
     lax.iota(jnp.int32, s) + 1,
     jnp.where(lay.seg_chunk0, chunks - 1, 0),
     jnp.where(later & (lay.seg_count > 0), lay.seg_first, s),
@@ -255,7 +340,8 @@ def _seg_scan(x, first, reverse=False):
 
 @jax.custom_jvp
 def serial_prod(init, members, lay: Layout) -> jax.Array:
-  return serial_fold(init, members, lay, "mul")
+  """`serial_fold` "mul" of `members` (n, R) in sorted order."""
+  return serial_fold(init, members, lay, "mul", presorted=True)
 
 
 @serial_prod.defjvp
@@ -278,6 +364,6 @@ def _serial_prod_jvp(primals, tangents):
   # The product of a chunk-0 segment's target's updates: its run's suffix.
   all_members = suffix.at[lay.seg_start].get(mode="fill", fill_value=1)
   tangent = serial_fold(
-    all_members * init_dot, others * members_dot, lay, "add"
+    all_members * init_dot, others * members_dot, lay, "add", presorted=True
   )
   return out, tangent

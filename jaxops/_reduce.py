@@ -229,6 +229,14 @@ def _apply(reduction, acc, rows):
   return acc * rows
 
 
+def folds(dtype: Any, reduction: str) -> bool:
+  """Whether `reduce_rows` folds in serial order (sorts) for repeats: float
+  and complex sum, sub, prod and mean."""
+  return reduction in ("sum", "sub", "prod", "mean") and jnp.issubdtype(
+    dtype, jnp.inexact
+  )
+
+
 # Jitted so that an eager call compiles and dispatches once, not op by op
 # (the layout alone is a few dozen operations); inlined under an outer jit.
 @functools.partial(
@@ -282,11 +290,8 @@ def reduce_rows(
       rows = rows / np.asarray(1 + int(use_init_val), dtype)
     return _write(data, target, rows, valid)
   lay = _fold.layout(target, slots)
-  members = updates.at[lay.order].get(
-    mode="promise_in_bounds", unique_indices=True
-  )
   if reduction == "sub":
-    members = -members
+    updates = -updates
   keep = lay.seg_chunk0 & (lay.seg_target < slots)
   if use_init_val:
     init = data.at[jnp.where(keep, lay.seg_target, slots)].get(
@@ -297,9 +302,13 @@ def reduce_rows(
       neutral(reduction, dtype), (lay.seg_start.shape[0], r)
     )
   if reduction == "prod":
+    # Its derivative scans the products in sorted order.
+    members = updates.at[lay.order].get(
+      mode="promise_in_bounds", unique_indices=True
+    )
     rows = _fold.serial_prod(init, members, lay)
   else:
-    rows = _fold.serial_fold(init, members, lay, "add")
+    rows = _fold.serial_fold(init, updates, lay, "add")
   if reduction == "mean":
     count = jnp.maximum(lay.seg_run + int(use_init_val), 1).astype(dtype)
     # A divisor that depends on rows: XLA:CPU rewrites `x / broadcast(c)`

@@ -229,25 +229,71 @@ def scatter_elements_update(
   n = math.prod(indices.shape)
   if n == 0 or data.size == 0:
     return data
-  target = _targets(
-    _values.index_array(indices), data.shape, axis, scatter_mode
-  )
-  flat, rows = data.reshape(-1, 1), updates.reshape(-1, 1)
+  indices = _values.index_array(indices)
   if reduction == "none":
     strategy = None
     if not unique_indices and n > 1:
       strategy = _duplicates.choose_strategy(n, (data.size,))
-    out = _none(flat, target, rows, strategy)
-  else:
-    out = _reduce.reduce_rows(
-      flat,
-      target,
-      rows,
-      reduction,
-      use_init_val=bool(use_init_val),
-      unique_indices=bool(unique_indices),
-    )
+    target = _targets(indices, data.shape, axis, scatter_mode)
+    out = _none(data.reshape(-1, 1), target, updates.reshape(-1, 1), strategy)
+    return out.reshape(data.shape)
+  reduce = functools.partial(
+    _reduce.reduce_rows,
+    reduction=reduction,
+    use_init_val=bool(use_init_val),
+    unique_indices=bool(unique_indices),
+  )
+  args = (data, indices, updates, axis, scatter_mode, reduce)
+  if (
+    unique_indices
+    or not _reduce.folds(data.dtype, reduction)
+    or not _rows_span_data(data.shape, indices.shape, axis)
+  ):
+    return _by_elements(*args)
+  # Sorting m rows, not m * R elements, when every index is shared along
+  # the dims other than axis (a graph layer's destination node broadcast
+  # over the features); the same bits either way: slot (t, c) takes the
+  # updates (p, c) with indices[p, c] = t in increasing p
+  # (docs/design.md#shared-indices).
+  rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
+  varies = _duplicates.any_in_batch(jnp.any(rows != rows[:, :1]))
+  return lax.cond(
+    varies,
+    lambda *a: _by_elements(*a, *args[3:]),
+    lambda *a: _by_rows(*a, *args[3:]),
+    *args[:3],
+  )
+
+
+def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:
+  """Whether the indices cover data in every dim but `axis`, which is not
+  data's only dim (so a row along `axis` has more than one element)."""
+  return len(data_shape) > 1 and all(
+    i == d for k, (i, d) in enumerate(zip(index_shape, data_shape)) if k != axis
+  )
+
+
+def _by_elements(data, indices, updates, axis, mode, reduce):
+  target = _targets(indices, data.shape, axis, mode)
+  out = reduce(data.reshape(-1, 1), target, updates.reshape(-1, 1))
   return out.reshape(data.shape)
+
+
+def _by_rows(data, indices, updates, axis, mode, reduce):
+  """`_by_elements` when every index equals the one at position 0 of the
+  dims other than `axis`: the rows along `axis` reduce whole."""
+  size, m = data.shape[axis], indices.shape[axis]
+  index = jnp.moveaxis(indices, axis, 0).reshape(m, -1)[:, 0]
+  # One column of data keeps `axis` (and its name in checkify's message).
+  column = tuple(size if k == axis else 1 for k in range(data.ndim))
+  index = index.reshape(tuple(m if k == axis else 1 for k in range(data.ndim)))
+  moved = jnp.moveaxis(data, axis, 0)
+  out = reduce(
+    moved.reshape(size, -1),
+    _targets(index, column, axis, mode),
+    jnp.moveaxis(updates, axis, 0).reshape(m, -1),
+  )
+  return jnp.moveaxis(out.reshape(moved.shape), 0, axis)
 
 
 # Export primitive (docs/export.md) -------------------------------------------

@@ -13,10 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
-from jaxops import _fold, shapes
+from jaxops import _common, _fold, _reduce, shapes
+from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
@@ -428,6 +430,162 @@ def test_zero_size_inputs():
   assert_same(out, data)
 
 
+# --- indices shared along the other dims: the fold by rows
+
+# (data shape, axis, reduction, use_init_val, mode, dtype): one index per
+# position along axis, broadcast over the other dims (a graph layer's
+# destination node over the features), so the fold runs by rows.
+SHARED = (
+  ((6, 5), 0, "sum", True, "drop", F32),
+  ((4, 7), 1, "prod", False, "drop", F32),
+  ((3, 4, 5), -1, "mean", True, "clip", np.float16),
+  ((5, 3, 2), 1, "sum", False, "clip", np.complex64),
+  ((6, 3), -2, "mean", False, "drop", jnp.bfloat16),
+)
+
+
+def _shared_case(rng, data_shape, axis, dtype, mode, m=13):
+  size = data_shape[axis]
+  row = rng.integers(-size, size + (2 if mode == "clip" else 0), m)
+  index_shape = [
+    m if k == axis % len(data_shape) else d for k, d in enumerate(data_shape)
+  ]
+  along = [
+    m if k == axis % len(data_shape) else 1 for k in range(len(data_shape))
+  ]
+  indices = np.broadcast_to(row.reshape(along), index_shape).copy()
+  data = gen.random_values(rng, data_shape, dtype)
+  return data, indices, gen.random_values(rng, index_shape, dtype)
+
+
+@pytest.mark.parametrize(
+  "data_shape, axis, reduction, init, mode, dtype",
+  SHARED,
+  ids=[f"{r}-{gen.dtype_id(t)}-axis{a}" for _, a, r, _, _, t in SHARED],
+)
+def test_shared_indices_fold_by_rows_with_the_serial_bits(
+  data_shape, axis, reduction, init, mode, dtype
+):
+  rng = np.random.default_rng(5)
+  data, indices, updates = _shared_case(rng, data_shape, axis, dtype, mode)
+  fn = jax.jit(
+    functools.partial(
+      jaxops.scatter_elements_update,
+      axis=axis,
+      reduction=reduction,
+      use_init_val=init,
+      mode=mode,
+    )
+  )
+  expected = np_scatter_elements(
+    data, indices, updates, axis, reduction, init, mode=mode
+  )
+  assert_same(fn(data, indices, updates), expected, "shared")
+  # The rows branch alone: lax.cond traces both, so only a direct call shows
+  # that the branch taken for shared indices is right on its own.
+  by_rows = _seu._by_rows(
+    jnp.asarray(data),
+    jnp.asarray(indices),
+    jnp.asarray(updates),
+    axis % data.ndim,
+    _common.canonicalize_mode(mode, OP, ("drop", "clip")),
+    functools.partial(
+      _reduce.reduce_rows,
+      reduction=reduction,
+      use_init_val=init,
+      unique_indices=False,
+    ),
+  )
+  assert_same(by_rows, expected, "rows branch")
+  # One element off the shared index: the elements branch, same rule.
+  indices.flat[-1] = (indices.flat[-1] + 1) % data_shape[axis]
+  expected = np_scatter_elements(
+    data, indices, updates, axis, reduction, init, mode=mode
+  )
+  assert_same(fn(data, indices, updates), expected, "one index differs")
+
+
+def test_shared_indices_long_runs_chunk_as_elements(monkeypatch):
+  # The chunked order beyond CHUNK (docs/semantics.md#reduction-order) is
+  # per slot, so rows and elements chunk alike. Shapes of their own: the
+  # patched CHUNK must not meet a cached trace.
+  monkeypatch.setattr(_fold, "CHUNK", 4)
+  rng = np.random.default_rng(6)
+  data, indices, updates = _shared_case(rng, (2, 3), 0, F32, "drop", m=19)
+  updates = (updates * 1e3).astype(F32)
+  reduce = functools.partial(_reduce.reduce_rows, reduction="sum")
+  args = (jnp.asarray(data), jnp.asarray(indices), jnp.asarray(updates), 0)
+  drop = _common.canonicalize_mode("drop", OP, ("drop",))
+  assert_same(
+    _seu._by_rows(*args, drop, reduce), _seu._by_elements(*args, drop, reduce)
+  )
+  assert_same(
+    jaxops.scatter_elements_update(data, indices, updates, reduction="sum"),
+    _seu._by_elements(*args, drop, reduce),
+  )
+
+
+@pytest.mark.parametrize(
+  "slots, n", ((5, 40), (100_000, 30_000)), ids=("int32-keys", "int64-keys")
+)
+def test_the_fold_sorts_stably_by_target(slots, n):
+  # 100_001 * 30_000 > 2**31: the packed keys need 64 bits, which the sort
+  # primitive lowers itself in x32 mode (docs/design.md#fold-cost).
+  rng = np.random.default_rng(9)
+  target = rng.integers(0, slots + 1, n).astype(I32)
+  order = np.argsort(target, kind="stable").astype(I32)
+  sort = functools.partial(_fold.sort_by_target, slots=slots)
+  for form, fn in (("eager", sort), ("jit", jax.jit(sort))):
+    got_target, got_order = fn(target)
+    assert_same(got_order, order, form)
+    assert_same(got_target, target[order], form)
+  both = np.stack([target, target[::-1]])
+  got_target, got_order = jax.vmap(sort)(both)
+  assert_same(got_order[1], np.argsort(target[::-1], kind="stable").astype(I32))
+  assert_same(got_target[1], np.sort(target)[::-1][::-1])
+  hlo = jax.jit(sort).lower(target).as_text()
+  key = "i64" if n > 1000 else "i32"
+  # One single-operand sort of packed keys.
+  assert hlo.count('"stablehlo.sort"') == 1, hlo
+  assert f"}}) : (tensor<{n}x{key}>) -> tensor<{n}x{key}>" in hlo, hlo
+
+
+@pytest.mark.parametrize(
+  "varies", (False, True), ids=("all-shared", "one-varies")
+)
+def test_shared_indices_under_vmap(varies):
+  # The branch is chosen once for the batch: by rows only when every
+  # member's indices are shared.
+  rng = np.random.default_rng(7)
+  members = [_shared_case(rng, (5, 4), 0, F32, "drop", m=9) for _ in range(3)]
+  data, indices, updates = (np.stack(x) for x in zip(*members))
+  if varies:
+    indices[1, 0, 2] = (indices[1, 0, 2] + 1) % 5
+  fn = functools.partial(jaxops.scatter_elements_update, reduction="mean")
+  out = jax.vmap(fn)(data, indices, updates)
+  for j in range(3):
+    expected = np_scatter_elements(data[j], indices[j], updates[j], 0, "mean")
+    assert_same(out[j], expected, str(j))
+
+
+def test_shared_indices_checkify_names_the_axis():
+  data = np.zeros((2, 3), F32)
+  indices = np.array([[0, 0], [5, 5], [1, 1]])
+  fn = functools.partial(
+    jaxops.scatter_elements_update, axis=1, reduction="sum"
+  )
+  err, out = checkify.checkify(jax.jit(fn), errors=checkify.user_checks)(
+    data, indices.T.copy(), np.ones((2, 3), F32)
+  )
+  with pytest.raises(
+    checkify.JaxRuntimeError, match="out of range for axis 1 of size 3"
+  ):
+    err.throw()
+  assert_same(
+    out, np_scatter_elements(data, indices.T, np.ones((2, 3), F32), 1, "sum")
+  )
+
+
 # --- vmap
 
 
@@ -492,6 +650,20 @@ def test_check_grads(reduction, init):
     order=2 if smooth else 1,
     modes=("fwd", "rev"),
   )
+
+
+@pytest.mark.jax_modes("x64")
+@pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+def test_check_grads_shared_indices(reduction):
+  # The fold by rows (indices shared along the other dims).
+  rng = np.random.default_rng(8)
+  data, indices, updates = _shared_case(rng, (4, 3), 0, np.float64, "drop", 9)
+  updates[0, 0] = 0.0
+
+  def fn(d, u):
+    return jaxops.scatter_elements_update(d, indices, u, reduction=reduction)
+
+  check_grads(jax.jit(fn), (data, updates), order=2, modes=("fwd", "rev"))
 
 
 @pytest.mark.jax_modes("x64")
