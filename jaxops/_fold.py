@@ -15,14 +15,15 @@ loop); `serial_prod` differentiates the product without division.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+
+from jaxops import _sort
 
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
@@ -88,33 +89,39 @@ def _fold_transpose(ct, init, members, order, start, count, group, *, op):
   init_ct = ct if ad.is_undefined_primal(init) else None
   members_ct = None
   if ad.is_undefined_primal(members):
-    # Each member is consumed by at most one segment: a unique gather.
-    members_ct = ct.at[group].get(
-      mode="fill", fill_value=0, unique_indices=False
-    )
+    members_ct = spread(ct, order, start, count, group)
   return [init_ct, members_ct, None, None, None, None]
 
 
-def _fold_batch(args, dims, *, op):
+def _moved(args, dims) -> tuple[int, list[jax.Array]]:
+  """The batch size and every operand with its batch dim in front."""
   size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-  init, members, order, start, count, group = (
+  return size, [
     jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
     for x, d in zip(args, dims)
-  )
-  s, m = init.shape[1], members.shape[1]
+  ]
+
+
+def _in_segments(first, order, start, count, group) -> list[jax.Array]:
+  """A batched fold's or spread's segment table `first` (B, S, ...) and
+  layout, the batch folded into the segments (and the members)."""
+  size, s, m = first.shape[0], first.shape[1], order.shape[1]
   batch = lax.broadcasted_iota(jnp.int32, (size, 1), 0)
-  start = (start + batch * m).reshape(-1)
-  group = jnp.where(group < s, group + batch * s, size * s).reshape(-1)
-  out = fold(
-    init.reshape((size * s,) + init.shape[2:]),
-    members.reshape((size * m,) + members.shape[2:]),
+  return [
+    first.reshape((size * s,) + first.shape[2:]),
     (order + batch * m).reshape(-1),
-    start,
+    (start + batch * m).reshape(-1),
     count.reshape(-1),
-    group,
-    op=op,
-  )
-  return out.reshape((size, s) + out.shape[1:]), 0
+    jnp.where(group < s, group + batch * s, size * s).reshape(-1),
+  ]
+
+
+def _fold_batch(args, dims, *, op):
+  size, (init, members, *layout_args) = _moved(args, dims)
+  init, *layout_args = _in_segments(init, *layout_args)
+  members = members.reshape((-1,) + members.shape[2:])
+  out = fold(init, members, *layout_args, op=op)
+  return out.reshape((size, -1) + out.shape[1:]), 0
 
 
 fold_p.def_impl(_fold_impl)
@@ -125,87 +132,58 @@ ad.primitive_transposes[fold_p] = _fold_transpose
 batching.primitive_batchers[fold_p] = _fold_batch
 
 
-# --- the stable sort by target ---------------------------------------------
+# --- the fold's transpose --------------------------------------------------
 
-_sort_p = Primitive("jaxops_sort_by_target")
-_sort_p.multiple_results = True
+spread_p = Primitive("jaxops_fold_spread")
 
 
-def sort_by_target(
-  target: jax.Array, slots: int
-) -> tuple[jax.Array, jax.Array]:
-  """`(target[order], order)`, `order` the stable sort of `target` (..., n)
-  along its last axis, values in [0, slots].
+def spread(ct, order, start, count, group) -> jax.Array:
+  """`ct[group[k]]` for every member k (zero where `group[k]` is S): the
+  transpose of `fold` add with respect to its members.
 
-  One single-operand sort of the unique keys `target << b | position` (b
-  the bits of n - 1), about five times faster on XLA:CPU than the stable
-  two-operand sort (docs/design.md#fold-cost). The keys are 64-bit when
-  they must be, x64 mode or not: `_sort_p` lowers them itself, so in x32
-  mode they never reach a traced value.
+  Its own transpose is `fold` add again, over the same segments in the same
+  order, so that a reverse pass over a reverse pass sums each segment's
+  member cotangents in a fixed order, where the plain gather's transpose
+  would be a float scatter-add over repeated indices (docs/design.md
+  #scatter-reductions).
   """
-  if _key_type(target.shape[-1], slots) is None:
-    i = lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
-    return tuple(lax.sort((target, i), num_keys=1, is_stable=True))
-  return tuple(_sort_p.bind(target, slots=slots))
+  return spread_p.bind(ct, order, start, count, group)
 
 
-def _key_type(n: int, slots: int) -> Any:
-  """The narrowest signed type of the packed keys, or None."""
-  bits = max(n - 1, 1).bit_length() + slots.bit_length()
-  return np.int32 if bits <= 31 else np.int64 if bits <= 63 else None
+def _spread_impl(ct, order, start, count, group):
+  del order, start, count
+  return ct.at[group].get(mode="fill", fill_value=0)
 
 
-def _sort_keys(target, *, slots):
-  n = target.shape[-1]
-  wide = _key_type(n, slots)
-  shift = lax.full(target.shape, max(n - 1, 1).bit_length(), wide)
-  # lax only: jnp would cache functions traced with 64-bit types.
-  keys = lax.sort(
-    lax.bitwise_or(
-      lax.shift_left(lax.convert_element_type(target, wide), shift),
-      lax.broadcasted_iota(wide, target.shape, target.ndim - 1),
-    )
+def _spread_jvp(primals, tangents):
+  return spread(*primals), spread(
+    ad.instantiate_zeros(tangents[0]), *primals[1:]
   )
-  mask = lax.full(target.shape, (1 << max(n - 1, 1).bit_length()) - 1, wide)
-  return [
-    lax.convert_element_type(
-      lax.shift_right_logical(keys, shift), target.dtype
-    ),
-    lax.convert_element_type(lax.bitwise_and(keys, mask), np.int32),
-  ]
 
 
-def _sort_lowering(ctx, target, *, slots):
-  with jax.enable_x64(True):
-    return mlir.lower_fun(_sort_keys, multiple_results=True)(
-      ctx, target, slots=slots
-    )
+def _spread_transpose(cts, ct, order, start, count, group):
+  if type(cts) is ad.Zero or not ad.is_undefined_primal(ct):
+    return [None] * 5
+  zeros = jnp.zeros(ct.aval.shape, ct.aval.dtype)
+  return [fold(zeros, cts, order, start, count, group, op="add")] + [None] * 4
 
 
-def _sort_batch(args, dims, *, slots):
-  (target,), (dim,) = args, dims
-  return _sort_p.bind(jnp.moveaxis(target, dim, 0), slots=slots), (0, 0)
+def _spread_batch(args, dims):
+  size, moved = _moved(args, dims)
+  out = spread(*_in_segments(*moved))
+  return out.reshape((size, -1) + out.shape[1:]), 0
 
 
-def _sort_jvp(primals, tangents, *, slots):
-  out = _sort_p.bind(*primals, slots=slots)
-  return out, [np.zeros(x.shape, jax.dtypes.float0) for x in out]
-
-
-_sort_p.def_impl(
-  lambda target, *, slots: jax.jit(_sort_p.bind, static_argnames="slots")(
-    target, slots=slots
+spread_p.def_impl(_spread_impl)
+spread_p.def_abstract_eval(
+  lambda ct, order, *_: jax.core.ShapedArray(
+    order.shape + ct.shape[1:], ct.dtype
   )
 )
-_sort_p.def_abstract_eval(
-  lambda target, *, slots: [
-    jax.core.ShapedArray(target.shape, target.dtype),
-    jax.core.ShapedArray(target.shape, np.int32),
-  ]
-)
-mlir.register_lowering(_sort_p, _sort_lowering)
-ad.primitive_jvps[_sort_p] = _sort_jvp
-batching.primitive_batchers[_sort_p] = _sort_batch
+mlir.register_lowering(spread_p, mlir.lower_fun(_spread_impl, False))
+ad.primitive_jvps[spread_p] = _spread_jvp
+ad.primitive_transposes[spread_p] = _spread_transpose
+batching.primitive_batchers[spread_p] = _spread_batch
 
 
 # --- segment layout --------------------------------------------------------
@@ -247,7 +225,7 @@ def layout(target: jax.Array, slots: int) -> Layout:
   """
   n = target.shape[0]
   i = lax.iota(jnp.int32, n)
-  sorted_target, order = sort_by_target(target, slots)
+  sorted_target, order = _sort.sort_by_target(target, slots)
   first = jnp.concatenate(
     [jnp.ones((1,), bool), sorted_target[1:] != sorted_target[:-1]]
   )
@@ -390,7 +368,15 @@ def _serial_prod_jvp(primals, tangents):
   after = jnp.where(
     lay.run_last[:, None], one, jnp.concatenate([suffix[1:], one])
   )
-  init_of = init.at[lay.member_seg0].get(mode="promise_in_bounds")
+  # Each member's target's init; a spread, so that reverse over reverse
+  # sums the members' cotangents per target in a fixed order.
+  init_of = spread(
+    init,
+    lax.iota(jnp.int32, members.shape[0]),
+    lay.seg_start,
+    lay.seg_run,
+    lay.member_seg0,
+  )
   others = init_of * before * after
   # The product of a chunk-0 segment's target's updates: its run's suffix.
   all_members = suffix.at[lay.seg_start].get(mode="fill", fill_value=1)

@@ -243,13 +243,15 @@ def scatter_elements_update(
     use_init_val=bool(use_init_val),
     unique_indices=bool(unique_indices),
   )
-  args = (data, indices, updates, axis, scatter_mode, reduce)
+  by_elements = functools.partial(
+    _by_elements, axis=axis, mode=scatter_mode, reduce=reduce
+  )
   if (
     unique_indices
     or not _reduce.folds(data.dtype, reduction)
     or not _rows_span_data(data.shape, indices.shape, axis)
   ):
-    return _by_elements(*args)
+    return by_elements(data, indices, updates)
   # Sorting m rows, not m * R elements, when every index is shared along
   # the dims other than axis (a graph layer's destination node broadcast
   # over the features); the same bits either way: slot (t, c) takes the
@@ -257,12 +259,10 @@ def scatter_elements_update(
   # (docs/design.md#shared-indices).
   rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
   varies = _duplicates.any_in_batch(jnp.any(rows != rows[:, :1]))
-  return lax.cond(
-    varies,
-    lambda *a: _by_elements(*a, *args[3:]),
-    lambda *a: _by_rows(*a, *args[3:]),
-    *args[:3],
+  by_rows = functools.partial(
+    _by_rows, axis=axis, mode=scatter_mode, reduce=reduce
   )
+  return lax.cond(varies, by_elements, by_rows, data, indices, updates)
 
 
 def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:

@@ -17,7 +17,7 @@ from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
-from jaxops import _common, _fold, _reduce, shapes
+from jaxops import _common, _fold, _reduce, _sort, shapes
 from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
 from tests.support import rejections
@@ -534,7 +534,7 @@ def test_the_fold_sorts_stably_by_target(slots, n):
   rng = np.random.default_rng(9)
   target = rng.integers(0, slots + 1, n).astype(I32)
   order = np.argsort(target, kind="stable").astype(I32)
-  sort = functools.partial(_fold.sort_by_target, slots=slots)
+  sort = functools.partial(_sort.sort_by_target, slots=slots)
   for form, fn in (("eager", sort), ("jit", jax.jit(sort))):
     got_target, got_order = fn(target)
     assert_same(got_order, order, form)

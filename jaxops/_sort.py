@@ -1,0 +1,101 @@
+"""The stable sort of update positions by target that the serial fold's
+layout starts from (docs/design.md#fold-cost).
+
+One single-operand sort of unique packed keys `target << b | position`,
+about five times faster on XLA:CPU than a stable two-operand sort. The keys
+take 64 bits whenever they must, x64 mode or not: `_sort_p` lowers them
+itself, so in x32 mode no 64-bit value is ever traced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+_sort_p = Primitive("jaxops_sort_by_target")
+_sort_p.multiple_results = True
+
+
+def sort_by_target(
+  target: jax.Array, slots: int
+) -> tuple[jax.Array, jax.Array]:
+  """`(target[order], order)`, `order` the stable sort of `target` (..., n)
+  along its last axis, values in [0, slots].
+
+  One single-operand sort of the unique keys `target << b | position` (b
+  the bits of n - 1), about five times faster on XLA:CPU than the stable
+  two-operand sort (docs/design.md#fold-cost). The keys are 64-bit when
+  they must be, x64 mode or not: `_sort_p` lowers them itself, so in x32
+  mode they never reach a traced value.
+  """
+  if _key_type(target.shape[-1], slots) is None:
+    i = lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
+    sorted_target, order = lax.sort((target, i), num_keys=1, is_stable=True)
+  else:
+    sorted_target, order = _sort_p.bind(target, slots=slots)
+  return sorted_target, order
+
+
+def _key_type(n: int, slots: int) -> Any:
+  """The narrowest signed type of the packed keys, or None."""
+  bits = max(n - 1, 1).bit_length() + slots.bit_length()
+  return np.int32 if bits <= 31 else np.int64 if bits <= 63 else None
+
+
+def _sort_keys(target, *, slots):
+  n = target.shape[-1]
+  wide = _key_type(n, slots)
+  shift = lax.full(target.shape, max(n - 1, 1).bit_length(), wide)
+  # lax only: jnp would cache functions traced with 64-bit types.
+  keys = lax.sort(
+    lax.bitwise_or(
+      lax.shift_left(lax.convert_element_type(target, wide), shift),
+      lax.broadcasted_iota(wide, target.shape, target.ndim - 1),
+    )
+  )
+  mask = lax.full(target.shape, (1 << max(n - 1, 1).bit_length()) - 1, wide)
+  return [
+    lax.convert_element_type(
+      lax.shift_right_logical(keys, shift), target.dtype
+    ),
+    lax.convert_element_type(lax.bitwise_and(keys, mask), np.int32),
+  ]
+
+
+def _sort_lowering(ctx, target, *, slots):
+  with jax.enable_x64(True):
+    return mlir.lower_fun(_sort_keys, multiple_results=True)(
+      ctx, target, slots=slots
+    )
+
+
+def _sort_batch(args, dims, *, slots):
+  (target,), (dim,) = args, dims
+  return _sort_p.bind(jnp.moveaxis(target, dim, 0), slots=slots), (0, 0)
+
+
+def _sort_jvp(primals, tangents, *, slots):
+  out = _sort_p.bind(*primals, slots=slots)
+  return out, [np.zeros(x.shape, jax.dtypes.float0) for x in out]
+
+
+_sort_p.def_impl(
+  lambda target, *, slots: jax.jit(_sort_p.bind, static_argnames="slots")(
+    target, slots=slots
+  )
+)
+_sort_p.def_abstract_eval(
+  lambda target, *, slots: [
+    jax.core.ShapedArray(target.shape, target.dtype),
+    jax.core.ShapedArray(target.shape, np.int32),
+  ]
+)
+mlir.register_lowering(_sort_p, _sort_lowering)
+ad.primitive_jvps[_sort_p] = _sort_jvp
+batching.primitive_batchers[_sort_p] = _sort_batch
