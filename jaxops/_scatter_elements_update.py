@@ -36,6 +36,11 @@ from jaxops._common import (
 OP = "ScatterElementsUpdate-12"
 REDUCTIONS = ("none", "sum", "prod", "min", "max", "mean")
 
+# Update elements from which shared indices take the row fold
+# (docs/design.md#shared-indices): below, compiling its second branch costs
+# more than the smaller sort saves.
+ROWS_MIN_ELEMENTS = 1 << 16
+
 
 def scatter_elements_update_shape(
   data_shape: ShapeLike,
@@ -250,6 +255,7 @@ def scatter_elements_update(
     unique_indices
     or not _reduce.folds(data.dtype, reduction)
     or not _rows_span_data(data.shape, indices.shape, axis)
+    or n < ROWS_MIN_ELEMENTS
   ):
     return by_elements(data, indices, updates)
   # Sorting m rows, not m * R elements, when every index is shared along

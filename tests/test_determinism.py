@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import jaxops
+from jaxops import _scatter_elements_update as _seu
 
 ORDER_FREE = {"scatter-add", "scatter-mul", "scatter-min", "scatter-max"}
 HLO_ORDER_FREE = {"add", "multiply", "maximum", "minimum", "or", "and", "xor"}
@@ -136,7 +137,10 @@ def _transforms(fn, data, updates):
 
 
 @pytest.mark.parametrize("name", CALLS)
-def test_no_scatter_depends_on_the_order_of_repeated_indices(name):
+def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):
+  # Shared-index rows at any size: both branches of ScatterElementsUpdate's
+  # lax.cond are in the program.
+  monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
   fn, data, updates = CALLS[name]
   for transform, wrapped, args in _transforms(fn, data, updates):
     jaxpr = jax.make_jaxpr(wrapped)(*args)
@@ -178,7 +182,10 @@ _GG_SHARED = np.broadcast_to(_GG_INDICES[:, :1], (9, 3))
   "reduction, indices",
   [(r, i) for r in ("sum", "prod", "mean") for i in ("shared", "varying")],
 )
-def test_grad_of_grad_folds_segments_in_a_fixed_order(reduction, indices):
+def test_grad_of_grad_folds_segments_in_a_fixed_order(
+  reduction, indices, monkeypatch
+):
+  monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
   # Reverse over reverse transposes the fold's transpose: `spread_p`, whose
   # transpose is the fold again, not a float scatter-add into the segment
   # table. What the walker still finds are scatter-adds shaped like data or

@@ -458,11 +458,18 @@ def _shared_case(rng, data_shape, axis, dtype, mode, m=13):
   return data, indices, gen.random_values(rng, index_shape, dtype)
 
 
+@pytest.fixture
+def rows_at_any_size(monkeypatch):
+  """The row fold's branch for the small shapes of these tests."""
+  monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
+
+
 @pytest.mark.parametrize(
   "data_shape, axis, reduction, init, mode, dtype",
   SHARED,
   ids=[f"{r}-{gen.dtype_id(t)}-axis{a}" for _, a, r, _, _, t in SHARED],
 )
+@pytest.mark.usefixtures("rows_at_any_size")
 def test_shared_indices_fold_by_rows_with_the_serial_bits(
   data_shape, axis, reduction, init, mode, dtype
 ):
@@ -505,6 +512,7 @@ def test_shared_indices_fold_by_rows_with_the_serial_bits(
   assert_same(fn(data, indices, updates), expected, "one index differs")
 
 
+@pytest.mark.usefixtures("rows_at_any_size")
 def test_shared_indices_long_runs_chunk_as_elements(monkeypatch):
   # The chunked order beyond CHUNK (docs/semantics.md#reduction-order) is
   # per slot, so rows and elements chunk alike. Shapes of their own: the
@@ -553,6 +561,7 @@ def test_the_fold_sorts_stably_by_target(slots, n):
 @pytest.mark.parametrize(
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
+@pytest.mark.usefixtures("rows_at_any_size")
 def test_shared_indices_under_vmap(varies):
   # The branch is chosen once for the batch: by rows only when every
   # member's indices are shared.
@@ -568,6 +577,7 @@ def test_shared_indices_under_vmap(varies):
     assert_same(out[j], expected, str(j))
 
 
+@pytest.mark.usefixtures("rows_at_any_size")
 def test_shared_indices_checkify_names_the_axis():
   data = np.zeros((2, 3), F32)
   indices = np.array([[0, 0], [5, 5], [1, 1]])
@@ -654,6 +664,7 @@ def test_check_grads(reduction, init):
 
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+@pytest.mark.usefixtures("rows_at_any_size")
 def test_check_grads_shared_indices(reduction):
   # The fold by rows (indices shared along the other dims).
   rng = np.random.default_rng(8)
