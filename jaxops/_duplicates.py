@@ -18,7 +18,7 @@ XLA's scatter order is not relied on, on any backend, although an exact,
 order-independent repeat test costs at least 1.35x a donated element update
 on XLA:CPU. Sorted indices prove themselves unique in one adjacent compare
 (`sorted_unique`), which runs in front of every search but the coordinate
-sort.
+sort and the small untested table (cheaper than the test's branch).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class Search(enum.Enum):
 
 class RepeatTest(enum.Enum):
   """The exact test that lets unique indices skip a search. Every search
-  but COLUMNS runs behind the order test (`sorted_unique`) first, which
-  proves sorted unique indices in one pass."""
+  but COLUMNS and the untested TABLE runs behind the order test
+  (`sorted_unique`) first, which proves sorted unique indices in one pass."""
 
   NONE = "none"
   BITMAP = "bitmap"
@@ -151,8 +151,8 @@ def winners(
   """
   n, k = indices.shape
   slots = math.prod(sizes)
-  positions = lax.iota(jnp.int32, n)
   if strategy.search is Search.COLUMNS:
+    positions = lax.iota(jnp.int32, n)
     # Out-of-range tuples sort as (sizes...), after every valid tuple.
     columns = tuple(
       jnp.where(in_bounds, indices[:, j].astype(jnp.int32), jnp.int32(sizes[j]))
@@ -165,12 +165,34 @@ def winners(
     for column in sorted_columns[1:]:
       is_last = is_last | _last_of_runs(column)
     return _scatter_back(is_last, sorted_positions) & in_bounds
-  dtype = strategy.target_dtype
-  target = jnp.where(
-    in_bounds,
-    linear_index(indices, sizes, dtype),
-    jnp.asarray(slots, dtype),
+  target = linear_targets(indices, in_bounds, sizes, strategy.target_dtype)
+  return last_of_targets(target, slots, strategy) & in_bounds
+
+
+def linear_targets(
+  indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...], dtype: Any
+) -> jax.Array:
+  """The row-major linear slot of each (n, k) tuple, `prod(sizes)` where it
+  is out of range."""
+  slots = math.prod(sizes)
+  return jnp.where(
+    in_bounds, linear_index(indices, sizes, dtype), jnp.asarray(slots, dtype)
   )
+
+
+def last_of_targets(
+  target: jax.Array, slots: int, strategy: Strategy
+) -> jax.Array:
+  """Marks, per target (n,) in [0, slots], whether no later one equals it.
+
+  The out-of-range sentinel `slots` is a target like any other (its winner
+  is written to slot `slots` and dropped), so a caller that writes at
+  `target` needs no separate in-bounds mask. Not for COLUMNS.
+  """
+  n = target.shape[0]
+  dtype = target.dtype
+  positions = lax.iota(jnp.int32, n)
+  in_bounds = target < slots
   search: Callable[..., jax.Array]
   if strategy.search is Search.TABLE:
     if strategy.repeat_test is RepeatTest.SORT:
@@ -192,11 +214,15 @@ def winners(
     repeats = any_in_batch(repeats_in_bitmap(distinct, slots + n))
     return lax.cond(repeats, search, _all_win, target, positions)
 
+  untested = strategy.repeat_test is RepeatTest.NONE
+  if strategy.search is Search.TABLE and untested:
+    # A table of at most 2**12 slots (one fill, scatter-max and gather) costs
+    # no more than the order test and its branch (docs/design.md#order-test).
+    return exact(target)
   # Sorted indices prove themselves unique in one pass over the targets, far
-  # cheaper than the bitmap, the sort or even a small table, which costs a
-  # fill, a scatter and a gather (docs/design.md#order-test).
+  # cheaper than the bitmap or the sort (docs/design.md#order-test).
   unproved = any_in_batch(~sorted_unique(target, slots))
-  return lax.cond(unproved, exact, _all_win, target) & in_bounds
+  return lax.cond(unproved, exact, _all_win, target)
 
 
 def _all_win(target: jax.Array, *_) -> jax.Array:
@@ -210,12 +236,16 @@ def _winner_table(
   keys: jax.Array, positions: jax.Array, size: int
 ) -> jax.Array:
   """Whether each position is the largest among those with its key (< size)."""
+  # The keys are in [0, size): no wrap of negative indices.
   table = (
     jnp.full((size,), -1, jnp.int32)
     .at[keys]
-    .max(positions, mode="promise_in_bounds")
+    .max(positions, mode="promise_in_bounds", wrap_negative_indices=False)
   )
-  return table.at[keys].get(mode="promise_in_bounds") == positions
+  at = table.at[keys]
+  return (
+    at.get(mode="promise_in_bounds", wrap_negative_indices=False) == positions
+  )
 
 
 def _last_of_runs(sorted_keys: jax.Array) -> jax.Array:

@@ -133,11 +133,9 @@ def _none(data, target, updates, strategy):
   """Last update of each slot wins: losers redirected out of range."""
   slots = data.shape[0]
   if strategy is not None:
-    in_bounds = target < slots
-    wins = _duplicates.winners(
-      jnp.where(in_bounds, target, 0)[:, None], in_bounds, (slots,), strategy
-    )
-    target = jnp.where(wins, target, slots + lax.iota(target.dtype, len(wins)))
+    # The winner among dropped updates writes to `slots`, dropped too.
+    last = _duplicates.last_of_targets(target, slots, strategy)
+    target = jnp.where(last, target, slots + lax.iota(target.dtype, len(last)))
   return data.at[target].set(
     updates, mode="drop", unique_indices=True, wrap_negative_indices=False
   )

@@ -152,7 +152,13 @@ def _in_range(
       f"{OP}: an index tuple is out of range for the "
       f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
     )
-    in_bounds = jnp.all((indices >= zero) & (indices < sizes_arr), axis=1)
+    # Reinterpreted as unsigned, a negative index is above every size: one
+    # compare per coordinate.
+    unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
+    in_bounds = jnp.all(
+      lax.bitcast_convert_type(indices, unsigned) < sizes_arr.astype(unsigned),
+      axis=1,
+    )
   return indices, in_bounds
 
 
@@ -178,8 +184,16 @@ def _scatter_indices(
   if strategy is None:
     # The scatter's own out-of-range test drops what "drop" drops.
     return indices
-  wins = _duplicates.winners(indices, in_bounds, sizes, strategy)
   redirected = -1 - lax.iota(indices.dtype, n)
+  if strategy.target_dtype is not None:
+    # The winner among out-of-range tuples writes to the slot past the end,
+    # which the scatter drops.
+    target = _duplicates.linear_targets(
+      indices, in_bounds, sizes, strategy.target_dtype
+    )
+    last = _duplicates.last_of_targets(target, math.prod(sizes), strategy)
+    return jnp.where(last, target, redirected.astype(target.dtype))
+  wins = _duplicates.winners(indices, in_bounds, sizes, strategy)
   row_dtype = _duplicates.int_dtype_for(math.prod(sizes))
   if row_dtype is None:
     return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))

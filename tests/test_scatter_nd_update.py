@@ -793,6 +793,24 @@ def test_searches_under_vmap_mixed_batch(strategy):
     assert "cond[" in str(jaxpr), jaxpr
 
 
+def test_small_default_call_runs_inline():
+  """64 new rows of a KV cache: the default's index work stays under the
+  1,000 flops below which XLA:CPU's PJRT client runs a program on the
+  calling thread; above, a worker-thread hand-off costs more than the whole
+  call (docs/design.md#inline-threshold)."""
+  data = jnp.zeros((4096, 8, 128), jnp.float32)
+  indices = jnp.arange(1000, 1064, dtype=jnp.int32)[:, None]
+  updates = jnp.ones((64, 8, 128), jnp.float32)
+  compiled = (
+    jax.jit(jaxops.scatter_nd_update, donate_argnums=0)
+    .lower(data, indices, updates)
+    .compile()
+  )
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, list) else cost
+  assert cost["flops"] < 1000, cost
+
+
 # --- sorted indices: the adjacent-compare test in front of the repeat tests
 
 # kind: (flat targets into the (5, 4) indexed dims, None for an out-of-range
