@@ -7,6 +7,10 @@ operator itself applied to the tangents. `linear_custom_jvp` builds that
 transposes it (the rule is built from gathers, scatters, slices and selects,
 which JAX transposes), so `jvp`, `grad`, `vjp`, `hessian` and `vmap` of them
 all work. Why this is lean in reverse mode: docs/design.md#derivatives.
+
+`transposable` is for a tangent whose JAX transpose costs far more than a
+direct one (ScatterElementsUpdate's float sum behind its row test:
+docs/design.md#shared-indices).
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 from jaxops import _common
 
@@ -78,3 +86,72 @@ def linear_custom_jvp(
 
   wrapped.defjvp(jvp)
   return wrapped
+
+
+# --- a linear function with its own transpose ------------------------------
+
+transposable_p = Primitive("jaxops_transposable")
+transposable_p.multiple_results = True
+
+
+def transposable(
+  apply: Callable[..., tuple[jax.Array, ...]],
+  transpose: Callable[..., tuple[jax.Array, ...]],
+  residual: jax.Array,
+  linear: Sequence[jax.Array],
+) -> tuple[jax.Array, ...]:
+  """`apply(residual, *linear)`, linear in `linear`, transposed by
+  `transpose(residual, *cotangents)` (which returns the cotangents of
+  `linear`) instead of by JAX.
+
+  `jax.custom_derivatives.linear_call` with a batching rule: under `vmap`
+  both functions are vmapped. For a tangent whose own transpose would
+  compile (and run) far more than the direct one, e.g. a fold behind a
+  `lax.cond` whose transpose is a gather. `apply` and `transpose` are
+  hashable static callables; each returns a tuple of arrays.
+  """
+  return transposable_p.bind(
+    residual, *linear, apply=apply, transpose=transpose
+  )
+
+
+def _apply_impl(residual, *linear, apply, transpose):
+  del transpose
+  return tuple(apply(residual, *linear))
+
+
+def _abstract_eval(residual, *linear, apply, transpose):
+  del transpose
+  out = jax.eval_shape(apply, residual, *linear)
+  return [jax.core.ShapedArray(x.shape, x.dtype) for x in out]
+
+
+def _jvp(primals, tangents, *, apply, transpose):
+  residual, *linear = primals
+  tangents = [ad.instantiate_zeros(t) for t in tangents[1:]]
+  out = transposable(apply, transpose, residual, linear)
+  return out, transposable(apply, transpose, residual, tangents)
+
+
+def _transpose(cts, residual, *linear, apply, transpose):
+  del linear
+  cts = [ad.instantiate_zeros(ct) for ct in cts]
+  return [None, *transposable(transpose, apply, residual, cts)]
+
+
+def _batch(args, dims, *, apply, transpose):
+  size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+  moved = [
+    jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
+    for x, d in zip(args, dims)
+  ]
+  out = transposable(jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:])
+  return out, [0] * len(out)
+
+
+transposable_p.def_impl(_apply_impl)
+transposable_p.def_abstract_eval(_abstract_eval)
+mlir.register_lowering(transposable_p, mlir.lower_fun(_apply_impl, True))
+ad.primitive_jvps[transposable_p] = _jvp
+ad.primitive_transposes[transposable_p] = _transpose
+batching.primitive_batchers[transposable_p] = _batch

@@ -104,11 +104,11 @@ def _float_minmax_primal(data, target, updates, is_max, use_init_val):
   slots = data.shape[0]
   key = to_key(data, is_max)
   if not use_init_val:
-    targeted = _targeted(target, slots)
+    hit = targeted(target, slots)
     start = to_key(
       jnp.asarray(neutral("max" if is_max else "min", data.dtype)), is_max
     )
-    key = jnp.where(targeted[:, None], start, key)
+    key = jnp.where(hit[:, None], start, key)
   reduction = "max" if is_max else "min"
   out = _scatter_combine(key, target, to_key(updates, is_max), reduction)
   return out
@@ -145,7 +145,7 @@ def _minmax_jvp(is_max, use_init_val, primals, tangents):
     winner = jnp.where(to_key(data, is_max) == key, n, winner)
     keep = data_dot
   else:
-    keep = jnp.where(_targeted(target, slots)[:, None], 0, data_dot)
+    keep = jnp.where(targeted(target, slots)[:, None], 0, data_dot)
   flat = winner * r + lax.broadcasted_iota(jnp.int32, (slots, r), 1)
   picked = (
     updates_dot.reshape(-1)
@@ -158,7 +158,7 @@ def _minmax_jvp(is_max, use_init_val, primals, tangents):
 # --- the engine ------------------------------------------------------------
 
 
-def _targeted(target, slots):
+def targeted(target, slots):
   return (
     jnp.zeros((slots,), jnp.uint8)
     .at[target]
@@ -263,7 +263,7 @@ def reduce_rows(
   if dtype == np.bool_:
     if not use_init_val:
       data = jnp.where(
-        _targeted(target, slots)[:, None], neutral(reduction, dtype), data
+        targeted(target, slots)[:, None], neutral(reduction, dtype), data
       )
     return _bool(data, target, updates, reduction)
   integer = jnp.issubdtype(dtype, jnp.integer)
@@ -274,7 +274,7 @@ def reduce_rows(
   if integer:
     if not use_init_val:
       data = jnp.where(
-        _targeted(target, slots)[:, None], neutral(reduction, dtype), data
+        targeted(target, slots)[:, None], neutral(reduction, dtype), data
       )
     if reduction == "sub":
       updates = -updates

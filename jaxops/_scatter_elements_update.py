@@ -23,7 +23,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
+from jaxops import (
+  _checks,
+  _common,
+  _duplicates,
+  _export,
+  _linear,
+  _reduce,
+  _values,
+)
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -246,27 +254,90 @@ def scatter_elements_update(
     use_init_val=bool(use_init_val),
     unique_indices=bool(unique_indices),
   )
-  by_elements = functools.partial(
-    _by_elements, axis=axis, mode=scatter_mode, reduce=reduce
+  folds = _reduce.folds(data.dtype, reduction)
+  by = functools.partial(
+    _by_elements
+    if (
+      unique_indices
+      or not folds
+      or not _rows_span_data(data.shape, indices.shape, axis)
+      or n < ROWS_MIN_ELEMENTS
+    )
+    else _by_rows_if_shared,
+    axis=axis,
+    mode=scatter_mode,
+    reduce=reduce,
   )
-  if (
-    unique_indices
-    or not _reduce.folds(data.dtype, reduction)
-    or not _rows_span_data(data.shape, indices.shape, axis)
-    or n < ROWS_MIN_ELEMENTS
-  ):
-    return by_elements(data, indices, updates)
-  # Sorting m rows, not m * R elements, when every index is shared along
-  # the dims other than axis (a graph layer's destination node broadcast
-  # over the features); the same bits either way: slot (t, c) takes the
-  # updates (p, c) with indices[p, c] = t in increasing p
-  # (docs/design.md#shared-indices).
+  if folds and reduction in ("sum", "sub"):
+    # Linear, with a gather for its transpose instead of the fold's
+    # transpose through both branches of the row test
+    # (docs/design.md#fold-cost).
+    transpose = functools.partial(
+      _sum_transpose,
+      shape=data.shape,
+      axis=axis,
+      mode=scatter_mode,
+      negate=reduction == "sub",
+      use_init_val=bool(use_init_val),
+    )
+    return _linear_sum(by, transpose, data, indices, updates)
+  return by(data, indices, updates)
+
+
+def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
+  """`_by_rows` when every index is shared along the dims other than axis
+  (a graph layer's destination node broadcast over the features), else
+  `_by_elements`: m rows sort instead of m * R elements, with the same bits
+  (slot (t, c) takes the updates (p, c) with indices[p, c] = t in
+  increasing p; docs/design.md#shared-indices)."""
   rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
   varies = _duplicates.any_in_batch(jnp.any(rows != rows[:, :1]))
-  by_rows = functools.partial(
-    _by_rows, axis=axis, mode=scatter_mode, reduce=reduce
+  kwargs = dict(axis=axis, mode=mode, reduce=reduce)
+  return lax.cond(
+    varies,
+    functools.partial(_by_elements, **kwargs),
+    functools.partial(_by_rows, **kwargs),
+    data,
+    indices,
+    updates,
   )
-  return lax.cond(varies, by_elements, by_rows, data, indices, updates)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _linear_sum(by, transpose, data, indices, updates):
+  """`by(data, indices, updates)` (a float sum or sub, linear in data and
+  updates) whose tangent is transposed by `transpose(indices, ct)`."""
+  return by(data, indices, updates)
+
+
+@_linear_sum.defjvp
+def _linear_sum_jvp(by, transpose, primals, tangents):
+  data, indices, updates = primals
+  data_dot, _, updates_dot = tangents
+  (tangent,) = _linear.transposable(
+    functools.partial(_by_tuple, by),
+    transpose,
+    indices,
+    (data_dot, updates_dot),
+  )
+  return by(data, indices, updates), tangent
+
+
+def _by_tuple(by, indices, data, updates):
+  return (by(data, indices, updates),)
+
+
+def _sum_transpose(indices, ct, *, shape, axis, mode, negate, use_init_val):
+  """The cotangents (data, updates) of a float sum or sub: an update's is
+  its target's (0 where dropped), data's its own where use_init_val or not
+  targeted."""
+  target = _targets(indices, shape, axis, mode)
+  picked = ct.reshape(-1).at[target].get(mode="fill", fill_value=0)
+  ct_data = ct
+  if not use_init_val:
+    targeted = _reduce.targeted(target, ct.size).reshape(ct.shape)
+    ct_data = jnp.where(targeted, np.zeros((), ct.dtype), ct)
+  return ct_data, (-picked if negate else picked).reshape(indices.shape)
 
 
 def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:

@@ -379,3 +379,32 @@ def test_jvp_is_op_of_tangent(case):
     ]
     linear_args[i] = tangent
     np.testing.assert_allclose(tangent_out, case.fn(*linear_args), atol=1e-12)
+
+
+def test_transposable_uses_its_own_transpose_under_every_transform():
+  """`_linear.transposable`: JAX never transposes `apply` itself (a
+  deliberately different `transpose` shows which one ran), and vmap batches
+  both functions."""
+  from jaxops import _linear
+
+  scale = jnp.asarray([2.0, 3.0], jnp.float32)
+  apply = lambda r, x: (x * r,)  # noqa: E731
+  transpose = lambda r, ct: (ct * r + 1.0,)  # noqa: E731
+
+  def f(x):
+    return _linear.transposable(apply, transpose, scale, (x,))[0]
+
+  x = jnp.asarray([5.0, 7.0], jnp.float32)
+  ones = jnp.ones(2, jnp.float32)
+  assert_same(f(x), np.asarray([10.0, 21.0], np.float32))
+  assert_same(jax.jvp(f, (x,), (ones,))[1], np.asarray([2.0, 3.0], np.float32))
+  (ct,) = jax.vjp(f, x)[1](ones)
+  assert_same(ct, np.asarray([3.0, 4.0], np.float32))
+  # Transposed twice: `apply` again.
+  twice = jax.linear_transpose(
+    lambda c: jax.vjp(f, x)[1](c)[0], jax.ShapeDtypeStruct((2,), jnp.float32)
+  )
+  assert_same(twice(ones)[0], np.asarray([2.0, 3.0], np.float32))
+  batched = jax.vmap(lambda x: jax.vjp(f, x)[1](ones)[0])(jnp.stack([x, x]))
+  assert_same(batched, np.asarray([[3.0, 4.0]] * 2, np.float32))
+  assert_same(jax.jit(jax.vmap(f))(jnp.stack([x, x])), np.stack([f(x)] * 2))
