@@ -384,6 +384,18 @@ def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:
   return jnp.iinfo(dtype).max
 
 
+def batch_in_front(
+  args: Sequence[jax.Array], dims: Sequence[int | None]
+) -> tuple[int, list[jax.Array]]:
+  """For a batching rule: the batch size and every operand with its batch
+  dim in front (unbatched operands broadcast to it)."""
+  size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+  return size, [
+    jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
+    for x, d in zip(args, dims)
+  ]
+
+
 def is_float0(tangent: Any) -> bool:
   """Whether `tangent` is the float0 tangent of an integer or bool primal."""
   return jnp.result_type(tangent) == jax.dtypes.float0

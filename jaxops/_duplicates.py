@@ -1,10 +1,12 @@
 """ScatterNDUpdate's duplicate resolution: which tuple wins each target.
 
-`winners(indices, in_bounds, sizes, strategy)` marks, per index tuple,
-whether it is the last in-range tuple addressing its target (last wins,
-docs/semantics.md#duplicates), deterministically on every backend and without
-relying on XLA's scatter order. The scatter then redirects every other tuple
-out of range, so its indices are unique.
+`last_of_targets(target, slots, strategy)` marks, per linear target (the
+out-of-range sentinel `slots` included), whether no later one equals it:
+the last tuple addressing a slot wins (docs/semantics.md#duplicates),
+deterministically on every backend and without relying on XLA's scatter
+order. The scatter then redirects every other tuple out of range, so its
+indices are unique. `winners_by_columns` does the same on the coordinates
+when even the linear target overflows.
 
 A `Strategy` is chosen statically from the shapes by `choose_strategy(n,
 sizes)`: n tuples, `slots = prod(sizes)` target slots, `target` the row-major
@@ -131,42 +133,36 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   return Strategy(Search.PACKED_SORT, repeat_test, target_dtype, key_dtype)
 
 
-def winners(
-  indices: jax.Array,
-  in_bounds: jax.Array,
-  sizes: tuple[int, ...],
-  strategy: Strategy,
+def winners_by_columns(
+  indices: jax.Array, in_bounds: jax.Array, sizes: tuple[int, ...]
 ) -> jax.Array:
-  """Marks, per tuple, whether it is the last in-range tuple of its target.
+  """Marks, per tuple, whether it is the last in-range tuple of its target:
+  the COLUMNS search, a stable k-key sort of the coordinates, for when even
+  the linear target overflows.
 
   Args:
     indices: (n, k) signed ints; rows with `in_bounds` False may hold
       anything.
     in_bounds: (n,) bool.
     sizes: the k indexed data dims.
-    strategy: e.g. `choose_strategy(n, sizes)`.
 
   Returns:
     (n,) bool.
   """
   n, k = indices.shape
-  slots = math.prod(sizes)
-  if strategy.search is Search.COLUMNS:
-    positions = lax.iota(jnp.int32, n)
-    # Out-of-range tuples sort as (sizes...), after every valid tuple.
-    columns = tuple(
-      jnp.where(in_bounds, indices[:, j].astype(jnp.int32), jnp.int32(sizes[j]))
-      for j in range(k)
-    )
-    *sorted_columns, sorted_positions = lax.sort(
-      (*columns, positions), num_keys=k, is_stable=True
-    )
-    is_last = _last_of_runs(sorted_columns[0])
-    for column in sorted_columns[1:]:
-      is_last = is_last | _last_of_runs(column)
-    return _scatter_back(is_last, sorted_positions) & in_bounds
-  target = linear_targets(indices, in_bounds, sizes, strategy.target_dtype)
-  return last_of_targets(target, slots, strategy) & in_bounds
+  positions = lax.iota(jnp.int32, n)
+  # Out-of-range tuples sort as (sizes...), after every valid tuple.
+  columns = tuple(
+    jnp.where(in_bounds, indices[:, j].astype(jnp.int32), jnp.int32(sizes[j]))
+    for j in range(k)
+  )
+  *sorted_columns, sorted_positions = lax.sort(
+    (*columns, positions), num_keys=k, is_stable=True
+  )
+  is_last = _last_of_runs(sorted_columns[0])
+  for column in sorted_columns[1:]:
+    is_last = is_last | _last_of_runs(column)
+  return _scatter_back(is_last, sorted_positions) & in_bounds
 
 
 def linear_targets(

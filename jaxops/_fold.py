@@ -24,6 +24,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from jaxops import _sort
+from jaxops._common import batch_in_front
 
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
@@ -93,15 +94,6 @@ def _fold_transpose(ct, init, members, order, start, count, group, *, op):
   return [init_ct, members_ct, None, None, None, None]
 
 
-def _moved(args, dims) -> tuple[int, list[jax.Array]]:
-  """The batch size and every operand with its batch dim in front."""
-  size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-  return size, [
-    jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
-    for x, d in zip(args, dims)
-  ]
-
-
 def _in_segments(first, order, start, count, group) -> list[jax.Array]:
   """A batched fold's or spread's segment table `first` (B, S, ...) and
   layout, the batch folded into the segments (and the members)."""
@@ -117,7 +109,7 @@ def _in_segments(first, order, start, count, group) -> list[jax.Array]:
 
 
 def _fold_batch(args, dims, *, op):
-  size, (init, members, *layout_args) = _moved(args, dims)
+  size, (init, members, *layout_args) = batch_in_front(args, dims)
   init, *layout_args = _in_segments(init, *layout_args)
   members = members.reshape((-1,) + members.shape[2:])
   out = fold(init, members, *layout_args, op=op)
@@ -169,7 +161,7 @@ def _spread_transpose(cts, ct, order, start, count, group):
 
 
 def _spread_batch(args, dims):
-  size, moved = _moved(args, dims)
+  size, moved = batch_in_front(args, dims)
   out = spread(*_in_segments(*moved))
   return out.reshape((size, -1) + out.shape[1:]), 0
 

@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -140,11 +138,7 @@ def _transpose(cts, residual, *linear, apply, transpose):
 
 
 def _batch(args, dims, *, apply, transpose):
-  size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-  moved = [
-    jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
-    for x, d in zip(args, dims)
-  ]
+  _, moved = _common.batch_in_front(args, dims)
   out = transposable(jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:])
   return out, [0] * len(out)
 

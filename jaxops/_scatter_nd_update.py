@@ -185,7 +185,7 @@ def _scatter_indices(
     # The scatter's own out-of-range test drops what "drop" drops.
     return indices
   redirected = -1 - lax.iota(indices.dtype, n)
-  if strategy.target_dtype is not None:
+  if strategy.search is not _duplicates.Search.COLUMNS:
     # The winner among out-of-range tuples writes to the slot past the end,
     # which the scatter drops.
     target = _duplicates.linear_targets(
@@ -193,7 +193,7 @@ def _scatter_indices(
     )
     last = _duplicates.last_of_targets(target, math.prod(sizes), strategy)
     return jnp.where(last, target, redirected.astype(target.dtype))
-  wins = _duplicates.winners(indices, in_bounds, sizes, strategy)
+  wins = _duplicates.winners_by_columns(indices, in_bounds, sizes)
   row_dtype = _duplicates.int_dtype_for(math.prod(sizes))
   if row_dtype is None:
     return indices.at[:, 0].set(jnp.where(wins, indices[:, 0], redirected))
