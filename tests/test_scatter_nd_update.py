@@ -1138,7 +1138,7 @@ def test_check_grads_order2_fwd_rev(data_shape, lead, k, unique):
   rng = np.random.default_rng(9)
   data, indices, updates = random_case(rng, data_shape, lead, k, unique=unique)
   check_grads(
-    lambda d, u: jaxops.scatter_nd_update(d, indices, u),
+    jax.jit(lambda d, u: jaxops.scatter_nd_update(d, indices, u)),
     (data, updates),
     order=2,
     modes=["fwd", "rev"],

@@ -577,7 +577,12 @@ def test_vmap_matches_loop(spec, in_axes, out_axes):
 def test_check_grads_order2_fwd_rev(spec):
   x = np.random.default_rng(1).standard_normal(spec.data_shape)
   check_grads(
-    _call(spec), (x,), order=2, modes=["fwd", "rev"], atol=1e-7, rtol=1e-7
+    jax.jit(_call(spec)),
+    (x,),
+    order=2,
+    modes=["fwd", "rev"],
+    atol=1e-7,
+    rtol=1e-7,
   )
 
 

@@ -303,7 +303,7 @@ def test_check_grads_fwd_and_rev_order2(case):
     return case.fn(*full)
 
   check_grads(
-    f,
+    jax.jit(f),
     tuple(args[i] for i in diff),
     order=2,
     modes=["fwd", "rev"],
@@ -315,8 +315,8 @@ def test_check_grads_fwd_and_rev_order2(case):
 def test_jacfwd_equals_jacrev(case):
   args = case.args()
   for i in case.diff_argnums:
-    fwd = jax.jacfwd(case.fn, argnums=i)(*args)
-    rev = jax.jacrev(case.fn, argnums=i)(*args)
+    fwd = jax.jit(jax.jacfwd(case.fn, argnums=i))(*args)
+    rev = jax.jit(jax.jacrev(case.fn, argnums=i))(*args)
     np.testing.assert_allclose(fwd, rev, atol=1e-12)
 
 
@@ -331,16 +331,18 @@ def test_hessian_matches_gauss_newton_identity(case):
       return jnp.sum(case.fn(*full) ** 2)
 
     x = args[i]
-    jac = jax.jacrev(lambda x, i=i: case.fn(*args[:i], x, *args[i + 1 :]))(x)
+    jac = jax.jit(
+      jax.jacrev(lambda x, i=i: case.fn(*args[:i], x, *args[i + 1 :]))
+    )(x)
     jac = np.reshape(jac, (-1, x.size))
-    hess = np.reshape(jax.hessian(sq_loss)(x), (x.size, x.size))
+    hess = np.reshape(jax.jit(jax.hessian(sq_loss))(x), (x.size, x.size))
     np.testing.assert_allclose(hess, 2 * jac.T @ jac, atol=1e-10)
 
 
 def test_grad_over_all_args_gives_float0_for_indices(case):
   args = case.args()
-  grads = jax.grad(
-    _loss(case), argnums=tuple(range(len(args))), allow_int=True
+  grads = jax.jit(
+    jax.grad(_loss(case), argnums=tuple(range(len(args))), allow_int=True)
   )(*args)
   for i, (arg, g) in enumerate(zip(args, grads)):
     if i in case.diff_argnums:
@@ -354,6 +356,7 @@ def test_vmap_of_grad_matches_loop(case):
   per_seed, stacked = _batched_args(case, axis=0)
   grad = jax.grad(_loss(case), argnums=case.diff_argnums)
   out = jax.jit(jax.vmap(grad))(*stacked)
+  grad = jax.jit(grad)
   for j, args in enumerate(per_seed):
     for got, want in zip(out, grad(*args)):
       tol = 1e-12 if got.dtype == np.float64 else 1e-5  # fused differently
@@ -367,11 +370,11 @@ def test_jvp_is_op_of_tangent(case):
   rng = np.random.default_rng(7)
   for i in case.diff_argnums:
     tangent = rng.standard_normal(args[i].shape)
-    primals_out, tangent_out = jax.jvp(
-      lambda x, i=i: case.fn(*args[:i], x, *args[i + 1 :]),
-      (args[i],),
-      (tangent,),
-    )
+    primals_out, tangent_out = jax.jit(
+      lambda x, t, i=i: jax.jvp(
+        lambda x: case.fn(*args[:i], x, *args[i + 1 :]), (x,), (t,)
+      )
+    )(args[i], tangent)
     assert_same(primals_out, np.asarray(case.fn(*args)))
     linear_args = [
       np.zeros_like(a) if j in case.diff_argnums else a
