@@ -27,15 +27,6 @@ import openvino.opset12 as ov12
 import pytest
 
 import jaxops
-from tests.conformance.test_scatter_nd_reduction_conformance import (
-  ONNX_REDUCTION,
-  ORT_DTYPES,
-  SEED_OF_MODE,
-  SEEDS,
-  _of_mode,
-  assert_runtime,
-  spread,
-)
 from tests.support import oracles
 from tests.support import scatter_reduce as sr
 from tests.support.asserts import assert_same
@@ -77,7 +68,7 @@ def _run(case):
 
 def _case(seed, reduction, dtype, use_init_val=True):
   dtype = np.dtype(dtype)
-  seed = spread(seed, reduction, dtype.name, use_init_val)
+  seed = sr.spread(seed, reduction, dtype.name, use_init_val)
   return sr.random_elements_case(
     seed,
     reduction,
@@ -87,17 +78,6 @@ def _case(seed, reduction, dtype, use_init_val=True):
     index_dtype=(np.int32, np.int64)[seed % 2],
     fractional=dtype.name in ("float32", "float16", "bfloat16"),
     negative_axis=seed % 3 == 1,
-  )
-
-
-def _widened(case, dtype):
-  return sr.ElementsCase(
-    case.data.astype(dtype),
-    case.indices,
-    case.updates.astype(dtype),
-    case.axis,
-    case.reduction,
-    case.use_init_val,
   )
 
 
@@ -112,10 +92,24 @@ def openvino_model(case) -> np.ndarray:
   """What the CPU plugin computes, by its documented departures."""
   name = case.data.dtype.name
   if name == "float16" and case.reduction in _ARITHMETIC:
-    return _widened(case, np.float32).expected().astype(case.data.dtype)
+    return sr.widened(case, np.float32).expected().astype(case.data.dtype)
   if case.reduction == "mean" and np.issubdtype(case.data.dtype, np.integer):
-    return case.expected(ov_cpu_mean=True)
+    return _truncated_wrapped_mean(case)
   return case.expected()
+
+
+def _truncated_wrapped_mean(case) -> np.ndarray:
+  """The plugin's integer mean: the sum accumulated in the data type
+  (wrapping), divided by the count truncating toward zero."""
+  data, indices, _ = case.inputs
+  wrapped = sr.ElementsCase(*case.inputs, case.axis, "sum", case.use_init_val)
+  ones = np.ones(indices.shape, np.int64)
+  hits = sr.ElementsCase(
+    np.zeros(data.shape, np.int64), indices, ones, case.axis, "sum", True
+  ).expected()
+  count = hits + int(case.use_init_val)
+  mean = np.trunc(wrapped.expected() / np.maximum(count, 1))
+  return np.where(hits > 0, mean.astype(data.dtype), data)
 
 
 def _reductions(dtype):
@@ -125,7 +119,7 @@ def _reductions(dtype):
 
 
 @functools.cache
-def _openvino_results(reduction, dtype, use_init_val, seeds=SEEDS):
+def _openvino_results(reduction, dtype, use_init_val, seeds=sr.SEEDS):
   cases = [_case(seed, reduction, dtype, use_init_val) for seed in seeds]
   results = oracles.openvino_cpu_many(
     [functools.partial(_node, c.axis, reduction, use_init_val) for c in cases],
@@ -146,23 +140,10 @@ OV_PARAMS = [
 @pytest.mark.parametrize("reduction,dtype,use_init_val", OV_PARAMS)
 def test_openvino_cpu(reduction, dtype, use_init_val, jax_mode):
   cases, results = _openvino_results(reduction, dtype, use_init_val)
-  case, got = _of_mode(jax_mode, cases, results)
-  if _bf16_rounding(case):
-    # Within a few bf16 roundings of the f32 result (runtime bugs).
-    np.testing.assert_allclose(
-      got.astype(np.float32),
-      _widened(case, np.float32).expected(),
-      rtol=2**-6,
-      err_msg=case.describe(),
-    )
-  else:
-    assert_runtime(got, openvino_model(case), case.describe())
-  want = case.expected()
-  assert_same(_run(case), want, case.describe())
-  # Equal to the runtime where its model is exact and agrees with the spec
-  # (its bf16 sums are only bounded, above).
-  if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
-    assert_same(_run(case), got, case.describe())
+  case, got = sr.of_mode(jax_mode, cases, results)
+  sr.assert_plugin_and_spec(
+    case, got, openvino_model(case), _bf16_rounding(case), _run(case)
+  )
 
 
 def test_openvino_cpu_departures_are_real():
@@ -204,7 +185,7 @@ def test_openvino_cpu_integer_mean_bugs(name):
   got = _jitted(0, "mean", True)(*inputs)
   assert_same(got, np.array([spec], dtype))
   node = functools.partial(_node, 0, "mean", True)
-  assert_runtime(
+  sr.assert_runtime(
     oracles.openvino_cpu(node, inputs, threads=1), np.array([cpu], dtype)
   )
 
@@ -222,14 +203,14 @@ def test_nan_under_min_max():
       np.array([np.nan, np.nan, 1], np.float32),
     )
   node = functools.partial(_node, 0, "max", True)
-  assert_runtime(
+  sr.assert_runtime(
     oracles.openvino_cpu(node, inputs, threads=1),
     np.array([np.nan, 2, 1], np.float32),
   )
   got = oracles.onnxruntime(
     "ScatterElements", inputs, {"axis": 0, "reduction": "max"}, threads=1
   )
-  assert_runtime(got, np.array([5, 2, 1], np.float32))
+  sr.assert_runtime(got, np.array([5, 2, 1], np.float32))
 
 
 def _ort_supported(reduction, dtype):
@@ -239,11 +220,11 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.parametrize("dtype", ORT_DTYPES, ids=lambda t: np.dtype(t).name)
-@pytest.mark.parametrize("reduction", list(ONNX_REDUCTION))
+@pytest.mark.parametrize("dtype", sr.ORT_DTYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("reduction", list(sr.ONNX_REDUCTION))
 def test_onnxruntime_one_thread(reduction, dtype, jax_mode):
-  case = _case(SEED_OF_MODE[jax_mode], reduction, dtype)
-  attrs = {"axis": case.axis, "reduction": ONNX_REDUCTION[reduction]}
+  case = _case(sr.SEED_OF_MODE[jax_mode], reduction, dtype)
+  attrs = {"axis": case.axis, "reduction": sr.ONNX_REDUCTION[reduction]}
   if not _ort_supported(reduction, dtype):
     with pytest.raises(Exception, match="not supported"):
       oracles.onnxruntime("ScatterElements", case.inputs, attrs, threads=1)
@@ -258,7 +239,7 @@ def _onnx_cases():
   return cases
 
 
-_FROM_ONNX = {v: k for k, v in ONNX_REDUCTION.items()}
+_FROM_ONNX = {v: k for k, v in sr.ONNX_REDUCTION.items()}
 
 
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])

@@ -24,7 +24,6 @@ f64 only with values exact in f32 (the plugin computes f64 as f32).
 from __future__ import annotations
 
 import functools
-import zlib
 
 import jax
 import ml_dtypes
@@ -37,25 +36,6 @@ from tests.support import oracles
 from tests.support import scatter_reduce as sr
 from tests.support.asserts import assert_same
 
-# Every case is a compilation on each side, so each (reduction, dtype) pair
-# runs one seeded case per x64 mode, and `spread` shifts the seed by the pair
-# so that the pairs together cover ranks 1-5, int32 and int64 indices, with
-# and without repeats (negative axes for ScatterElementsUpdate) in each mode.
-SEED_OF_MODE = {"x32": 0, "x64": 1}
-SEEDS = tuple(SEED_OF_MODE.values())
-
-
-def _of_mode(jax_mode, *per_seed):
-  """The items of `per_seed` lists that belong to this x64 mode's seed."""
-  j = list(SEED_OF_MODE).index(jax_mode)
-  return tuple(items[j] for items in per_seed)
-
-
-def spread(seed: int, *pair) -> int:
-  """`seed` shifted by a fixed hash of the case's attributes."""
-  return seed + zlib.crc32(repr([str(a) for a in pair]).encode()) % 60
-
-
 OV_DTYPES = (
   np.float32,
   np.float16,
@@ -66,36 +46,7 @@ OV_DTYPES = (
   np.int64,
   np.bool_,
 )
-ORT_DTYPES = (
-  np.float32,
-  np.float64,
-  np.int32,
-  np.int64,
-  np.int8,
-  np.uint8,
-  np.int16,
-  np.bool_,
-  np.float16,
-)
-ONNX_REDUCTION = {
-  "none": "none",
-  "sum": "add",
-  "prod": "mul",
-  "min": "min",
-  "max": "max",
-}
 _LOW_PRECISION = ("float16", "bfloat16")
-
-
-def assert_runtime(got, want, context=""):
-  """A runtime's output equals a NumPy model exactly (dtype included; no x64
-  canonicalization: the runtimes compute in the dtypes they were given)."""
-  assert got.dtype == want.dtype, (context, got.dtype, want.dtype)
-  np.testing.assert_array_equal(
-    got.astype(np.float32) if got.dtype.name == "bfloat16" else got,
-    want.astype(np.float32) if want.dtype.name == "bfloat16" else want,
-    err_msg=context,
-  )
 
 
 def _node(reduction, data, indices, updates):
@@ -111,7 +62,7 @@ def _jitted(reduction):
 
 def _case(seed, reduction, dtype):
   dtype = np.dtype(dtype)
-  seed = spread(seed, reduction, dtype.name)
+  seed = sr.spread(seed, reduction, dtype.name)
   return sr.random_nd_case(
     seed,
     reduction,
@@ -123,16 +74,6 @@ def _case(seed, reduction, dtype):
   )
 
 
-def _widened(case, dtype):
-  """The same case computed in `dtype`."""
-  return sr.NDCase(
-    case.data.astype(dtype),
-    case.indices,
-    case.updates.astype(dtype),
-    case.reduction,
-  )
-
-
 def _bf16_rounding(case) -> bool:
   return case.data.dtype.name == "bfloat16" and case.reduction in ("sum", "sub")
 
@@ -141,14 +82,14 @@ def openvino_model(case) -> np.ndarray:
   """What the CPU plugin computes, by its documented departures."""
   name = case.data.dtype.name
   if name in _LOW_PRECISION and case.reduction in ("sum", "sub", "prod"):
-    return _widened(case, np.float32).expected().astype(case.data.dtype)
+    return sr.widened(case, np.float32).expected().astype(case.data.dtype)
   if name == "bool" and case.reduction == "sub":
-    return _widened(case, np.int32).expected() != 0
+    return sr.widened(case, np.int32).expected() != 0
   return case.expected()
 
 
 @functools.cache
-def _openvino_results(reduction, dtype, seeds=SEEDS):
+def _openvino_results(reduction, dtype, seeds=sr.SEEDS):
   cases = [_case(seed, reduction, dtype) for seed in seeds]
   results = oracles.openvino_cpu_many(
     [functools.partial(_node, reduction)] * len(cases),
@@ -166,25 +107,14 @@ def _dtype_ids(dtypes):
 @pytest.mark.parametrize("reduction", sr.ND_REDUCTIONS)
 def test_openvino_cpu(reduction, dtype, jax_mode):
   cases, results = _openvino_results(reduction, dtype)
-  case, got = _of_mode(jax_mode, cases, results)
-  # The runtime against its documented behaviour, jaxops against the spec.
-  if _bf16_rounding(case):
-    # The plugin's bf16 sums follow no rounding we can model: within a
-    # few bf16 roundings of the f32 result (docs/semantics.md, runtime bugs).
-    np.testing.assert_allclose(
-      got.astype(np.float32),
-      _widened(case, np.float32).expected(),
-      rtol=2**-6,
-      err_msg=case.describe(),
-    )
-  else:
-    assert_runtime(got, openvino_model(case), case.describe())
-  want = case.expected()
-  assert_same(_jitted(reduction)(*case.inputs), want, case.describe())
-  # Equal to the runtime where its model is exact and agrees with the spec
-  # (its bf16 sums are only bounded, above).
-  if not _bf16_rounding(case) and np.array_equal(openvino_model(case), want):
-    assert_same(_jitted(reduction)(*case.inputs), got, case.describe())
+  case, got = sr.of_mode(jax_mode, cases, results)
+  sr.assert_plugin_and_spec(
+    case,
+    got,
+    openvino_model(case),
+    _bf16_rounding(case),
+    _jitted(reduction)(*case.inputs),
+  )
 
 
 def test_openvino_cpu_departures_are_real():
@@ -213,11 +143,11 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.parametrize("dtype", ORT_DTYPES, ids=_dtype_ids(ORT_DTYPES))
-@pytest.mark.parametrize("reduction", list(ONNX_REDUCTION))
+@pytest.mark.parametrize("dtype", sr.ORT_DTYPES, ids=_dtype_ids(sr.ORT_DTYPES))
+@pytest.mark.parametrize("reduction", list(sr.ONNX_REDUCTION))
 def test_onnxruntime_one_thread(reduction, dtype, jax_mode):
-  attrs = {"reduction": ONNX_REDUCTION[reduction]}
-  case = _case(SEED_OF_MODE[jax_mode], reduction, dtype)
+  attrs = {"reduction": sr.ONNX_REDUCTION[reduction]}
+  case = _case(sr.SEED_OF_MODE[jax_mode], reduction, dtype)
   # ONNX's ScatterND takes int64 indices only.
   inputs = [case.data, case.indices.astype(np.int64), case.updates]
   if not _ort_supported(reduction, dtype):
@@ -239,7 +169,7 @@ def _onnx_cases():
   return cases
 
 
-_FROM_ONNX = {v: k for k, v in ONNX_REDUCTION.items()}
+_FROM_ONNX = {v: k for k, v in sr.ONNX_REDUCTION.items()}
 
 
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])
