@@ -9,16 +9,19 @@ which JAX transposes), so `jvp`, `grad`, `vjp`, `hessian` and `vmap` of them
 all work. Why this is lean in reverse mode: docs/design.md#derivatives.
 
 `transposable` is for a tangent whose JAX transpose costs far more than a
-direct one (ScatterElementsUpdate's float sum behind its row test:
-docs/design.md#shared-indices).
+direct one, and `linear_with_transpose` the float `sum`/`sub` scatter
+reductions built on it: their serial fold transposes into a gather of each
+update's target (docs/design.md#fold-cost).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -115,7 +118,9 @@ def transposable(
 
 def _apply_impl(residual, *linear, apply, transpose):
   del transpose
-  return tuple(apply(residual, *linear))
+  # Eagerly, a cotangent may be a NumPy array (a vjp's backward called on
+  # one), and `apply` indexes with `.at`.
+  return tuple(apply(*map(jnp.asarray, (residual, *linear))))
 
 
 def _abstract_eval(residual, *linear, apply, transpose):
@@ -141,6 +146,41 @@ def _batch(args, dims, *, apply, transpose):
   _, moved = _common.batch_in_front(args, dims)
   out = transposable(jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:])
   return out, [0] * len(out)
+
+
+# --- a scatter that is linear in data and updates ---------------------------
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def linear_with_transpose(
+  fn: Callable[..., jax.Array],
+  transpose: Callable[..., tuple[jax.Array, jax.Array]],
+  data: jax.Array,
+  indices: jax.Array,
+  updates: jax.Array,
+) -> jax.Array:
+  """`fn(data, indices, updates)`, linear in (data, updates) for fixed
+  integer `indices`, whose tangent `fn(data_dot, indices, updates_dot)` is
+  transposed by `transpose(indices, ct) -> (ct_data, ct_updates)` instead of
+  by JAX (`fn` and `transpose` are static callables)."""
+  return fn(data, indices, updates)
+
+
+@linear_with_transpose.defjvp
+def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
+  data, indices, updates = primals
+  data_dot, _, updates_dot = tangents
+  (tangent,) = transposable(
+    functools.partial(_as_tuple, fn),
+    transpose,
+    indices,
+    (data_dot, updates_dot),
+  )
+  return fn(data, indices, updates), tangent
+
+
+def _as_tuple(fn, indices, data, updates):
+  return (fn(data, indices, updates),)
 
 
 transposable_p.def_impl(_apply_impl)

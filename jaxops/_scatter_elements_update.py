@@ -280,7 +280,7 @@ def scatter_elements_update(
       negate=reduction == "sub",
       use_init_val=bool(use_init_val),
     )
-    return _linear_sum(by, transpose, data, indices, updates)
+    return _linear.linear_with_transpose(by, transpose, data, indices, updates)
   return by(data, indices, updates)
 
 
@@ -301,30 +301,6 @@ def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
     indices,
     updates,
   )
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def _linear_sum(by, transpose, data, indices, updates):
-  """`by(data, indices, updates)` (a float sum or sub, linear in data and
-  updates) whose tangent is transposed by `transpose(indices, ct)`."""
-  return by(data, indices, updates)
-
-
-@_linear_sum.defjvp
-def _linear_sum_jvp(by, transpose, primals, tangents):
-  data, indices, updates = primals
-  data_dot, _, updates_dot = tangents
-  (tangent,) = _linear.transposable(
-    functools.partial(_by_tuple, by),
-    transpose,
-    indices,
-    (data_dot, updates_dot),
-  )
-  return by(data, indices, updates), tangent
-
-
-def _by_tuple(by, indices, data, updates):
-  return (by(data, indices, updates),)
 
 
 def _sum_transpose(indices, ct, *, shape, axis, mode, negate, use_init_val):

@@ -31,7 +31,7 @@ from jax import lax
 
 from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
 from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
-from jaxops._linear import linear_custom_jvp
+from jaxops._linear import linear_custom_jvp, linear_with_transpose
 
 OP = "ScatterNDUpdate-3"
 REDUCTIONS = ("none", "sum", "sub", "prod", "min", "max")
@@ -223,6 +223,33 @@ def _targets(
   )
 
 
+def _reduce_tuples(
+  data, tuples, updates, *, sizes, mode, reduction, unique_indices
+):
+  """The reduction of `updates` (n, ...) into data at `tuples` (n, k)."""
+  n = tuples.shape[0]
+  out = _reduce.reduce_rows(
+    data.reshape(math.prod(sizes), -1),
+    _targets(tuples, sizes, mode),
+    updates.reshape(n, -1),
+    reduction,
+    unique_indices=unique_indices,
+  )
+  return out.reshape(data.shape)
+
+
+def _sum_transpose(tuples, ct, *, sizes, mode, negate):
+  """The cotangents (data, updates) of a float sum or sub: data's is `ct`,
+  an update's its target's row of `ct` (0 where dropped), negated for sub."""
+  n = tuples.shape[0]
+  rows = ct.reshape(math.prod(sizes), -1)
+  picked = rows.at[_targets(tuples, sizes, mode)].get(mode="fill", fill_value=0)
+  picked = (-picked if negate else picked).reshape(
+    (n,) + ct.shape[len(sizes) :]
+  )
+  return ct, picked
+
+
 def scatter_nd_update(
   data: ArrayLike,
   indices: ArrayLike,
@@ -311,18 +338,25 @@ def scatter_nd_update(
     # Nothing to write (every index into an empty dim is out of range).
     return data
   if reduction != "none":
-    target = _targets(
-      jnp.reshape(_values.index_array(indices), (n, k)), sizes, scatter_mode
-    )
-    rows = math.prod(data.shape[k:])
-    out = _reduce.reduce_rows(
-      data.reshape(-1, rows),
-      target,
-      updates.reshape(n, rows),
-      reduction,
+    tuples = jnp.reshape(_values.index_array(indices), (n, k))
+    reduce = functools.partial(
+      _reduce_tuples,
+      sizes=sizes,
+      mode=scatter_mode,
+      reduction=reduction,
       unique_indices=bool(unique_indices),
     )
-    return out.reshape(data.shape)
+    if _reduce.folds(data.dtype, reduction) and reduction in ("sum", "sub"):
+      # Linear: transposed by a gather, not through the fold and the
+      # layout's gathers and writes (docs/design.md#fold-cost).
+      transpose = functools.partial(
+        _sum_transpose,
+        sizes=sizes,
+        mode=scatter_mode,
+        negate=reduction == "sub",
+      )
+      return linear_with_transpose(reduce, transpose, data, tuples, updates)
+    return reduce(data, tuples, updates)
   if k == 0:
     # Every tuple addresses all of data: the last one wins.
     return updates[n - 1]

@@ -681,6 +681,27 @@ def test_check_grads_shared_indices(reduction):
   check_grads(jax.jit(fn), (data, updates), order=2, modes=("fwd", "rev"))
 
 
+@pytest.mark.parametrize("reduction", ("sum", "mean"))
+def test_eager_backward_takes_a_numpy_cotangent(reduction):
+  # Found in the field: the float sum's own transpose (a gather) failed on
+  # the NumPy cotangent of an eager vjp (`.at` of a NumPy array).
+  data = np.arange(6, dtype=np.float32).reshape(2, 3)
+  indices = np.array([[1, 0, 1], [1, -2, 0]])
+  updates = np.ones((2, 3), np.float32)
+  _, backward = jax.vjp(
+    lambda d, u: jaxops.scatter_elements_update(
+      d, indices, u, reduction=reduction
+    ),
+    data,
+    updates,
+  )
+  ct = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+  for got, want in zip(backward(ct), jax.jit(backward)(ct)):
+    assert_same(got, np.asarray(want))
+  if reduction == "sum":
+    assert_same(backward(ct)[1], ct[indices, [0, 1, 2]])
+
+
 @pytest.mark.jax_modes("x64")
 def test_prod_gradient_with_two_zeros_and_repeats():
   data = np.array([2.0, 5.0])

@@ -185,3 +185,24 @@ def test_check_grads(reduction):
     order=2 if smooth else 1,
     modes=("fwd", "rev"),
   )
+
+
+@pytest.mark.parametrize("reduction", ("sum", "sub"))
+def test_float_sum_backward_is_a_gather(reduction):
+  """The reverse pass of a float sum or sub is each update's target row of
+  the cotangent: no fold, sort or scatter (docs/design.md#shared-indices)."""
+  rng = np.random.default_rng(7)
+  data = rng.standard_normal((4, 3)).astype(F32)
+  indices = np.array([[1], [3], [1], [2], [-4]])  # slot 1 twice
+  updates = rng.standard_normal((5, 3)).astype(F32)
+  fn = functools.partial(
+    jaxops.scatter_nd_update, indices=indices, reduction=reduction
+  )
+  _, backward = jax.vjp(lambda d, u: fn(d, updates=u), data, updates)
+  ct = rng.standard_normal((4, 3)).astype(F32)
+  text = str(jax.make_jaxpr(backward)(ct))
+  assert not any(p in text for p in ("while", "sort", "scatter")), text
+  ct_data, ct_updates = backward(ct)
+  sign = 1 if reduction == "sum" else -1
+  assert_same(ct_data, ct)
+  assert_same(ct_updates, sign * ct[[1, 3, 1, 2, 0]])
