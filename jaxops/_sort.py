@@ -51,7 +51,8 @@ def _key_type(n: int, slots: int) -> Any:
 def _sort_keys(target, *, slots):
   n = target.shape[-1]
   wide = _key_type(n, slots)
-  shift = lax.full(target.shape, max(n - 1, 1).bit_length(), wide)
+  position_bits = max(n - 1, 1).bit_length()
+  shift = lax.full(target.shape, position_bits, wide)
   # lax only: jnp would cache functions traced with 64-bit types.
   keys = lax.sort(
     lax.bitwise_or(
@@ -59,7 +60,7 @@ def _sort_keys(target, *, slots):
       lax.broadcasted_iota(wide, target.shape, target.ndim - 1),
     )
   )
-  mask = lax.full(target.shape, (1 << max(n - 1, 1).bit_length()) - 1, wide)
+  mask = lax.full(target.shape, (1 << position_bits) - 1, wide)
   return [
     lax.convert_element_type(
       lax.shift_right_logical(keys, shift), target.dtype

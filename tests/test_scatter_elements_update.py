@@ -558,6 +558,21 @@ def test_the_fold_sorts_stably_by_target(slots, n):
   assert f"}}) : (tensor<{n}x{key}>) -> tensor<{n}x{key}>" in hlo, hlo
 
 
+def test_the_fold_sorts_stably_when_no_packed_key_fits():
+  # A slot count past 2**62 leaves no room for the position bits in 63:
+  # the stable two-operand sort instead.
+  rng = np.random.default_rng(10)
+  target = rng.integers(0, 6, 40).astype(I32)
+  sort = jax.jit(functools.partial(_sort.sort_by_target, slots=2**62))
+  got_target, got_order = sort(target)
+  order = np.argsort(target, kind="stable").astype(I32)
+  assert_same(got_order, order)
+  assert_same(got_target, target[order])
+  hlo = sort.lower(target).as_text()
+  assert hlo.count('"stablehlo.sort"') == 1, hlo
+  assert "(tensor<40xi32>, tensor<40xi32>) -> (tensor<40xi32>" in hlo, hlo
+
+
 @pytest.mark.parametrize(
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
