@@ -318,6 +318,28 @@ def reduce_rows(
   return _write(data, lay.seg_target, rows, keep)
 
 
+def transposes_by_gather(dtype: Any, reduction: str) -> bool:
+  """Whether `reduce_rows` is a float sum or sub: linear in (data, updates),
+  its transpose is `sum_transpose` (a gather), not the fold's."""
+  return folds(dtype, reduction) and reduction in ("sum", "sub")
+
+
+def sum_transpose(
+  ct: jax.Array, target: jax.Array, reduction: str, use_init_val: bool = True
+) -> tuple[jax.Array, jax.Array]:
+  """The cotangents (data (slots, R), updates (n, R)) of `reduce_rows` sum
+  or sub given the output's `ct` (slots, R): an update's is its target's
+  row (0 where dropped), negated for sub; data's is `ct`, 0 at targeted
+  slots when use_init_val is False."""
+  picked = ct.at[target].get(mode="fill", fill_value=0)
+  ct_data = ct
+  if not use_init_val:
+    ct_data = jnp.where(
+      targeted(target, ct.shape[0])[:, None], np.zeros((), ct.dtype), ct
+    )
+  return ct_data, -picked if reduction == "sub" else picked
+
+
 def check_reduction(op: str, reduction: Any, allowed, dtype) -> str:
   """Validates the static `reduction` against `allowed` and data's dtype."""
   if not isinstance(reduction, str) or reduction not in allowed:

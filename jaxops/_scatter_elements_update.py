@@ -268,16 +268,15 @@ def scatter_elements_update(
     mode=scatter_mode,
     reduce=reduce,
   )
-  if folds and reduction in ("sum", "sub"):
-    # Linear, with a gather for its transpose instead of the fold's
-    # transpose through both branches of the row test
-    # (docs/design.md#fold-cost).
+  if _reduce.transposes_by_gather(data.dtype, reduction):
+    # A gather for its transpose instead of the fold's transpose through
+    # both branches of the row test (docs/design.md#fold-cost).
     transpose = functools.partial(
       _sum_transpose,
       shape=data.shape,
       axis=axis,
       mode=scatter_mode,
-      negate=reduction == "sub",
+      reduction=reduction,
       use_init_val=bool(use_init_val),
     )
     return _linear.linear_with_transpose(by, transpose, data, indices, updates)
@@ -303,17 +302,13 @@ def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
   )
 
 
-def _sum_transpose(indices, ct, *, shape, axis, mode, negate, use_init_val):
-  """The cotangents (data, updates) of a float sum or sub: an update's is
-  its target's (0 where dropped), data's its own where use_init_val or not
-  targeted."""
+def _sum_transpose(indices, ct, *, shape, axis, mode, reduction, use_init_val):
+  """`_reduce.sum_transpose` on the elements of data."""
   target = _targets(indices, shape, axis, mode)
-  picked = ct.reshape(-1).at[target].get(mode="fill", fill_value=0)
-  ct_data = ct
-  if not use_init_val:
-    targeted = _reduce.targeted(target, ct.size).reshape(ct.shape)
-    ct_data = jnp.where(targeted, np.zeros((), ct.dtype), ct)
-  return ct_data, (-picked if negate else picked).reshape(indices.shape)
+  ct_data, ct_updates = _reduce.sum_transpose(
+    ct.reshape(-1, 1), target, reduction, use_init_val
+  )
+  return ct_data.reshape(shape), ct_updates.reshape(indices.shape)
 
 
 def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:

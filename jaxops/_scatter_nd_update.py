@@ -238,16 +238,15 @@ def _reduce_tuples(
   return out.reshape(data.shape)
 
 
-def _sum_transpose(tuples, ct, *, sizes, mode, negate):
-  """The cotangents (data, updates) of a float sum or sub: data's is `ct`,
-  an update's its target's row of `ct` (0 where dropped), negated for sub."""
+def _sum_transpose(tuples, ct, *, sizes, mode, reduction):
+  """`_reduce.sum_transpose` on the rows of data."""
+  ct_data, ct_updates = _reduce.sum_transpose(
+    ct.reshape(math.prod(sizes), -1), _targets(tuples, sizes, mode), reduction
+  )
   n = tuples.shape[0]
-  rows = ct.reshape(math.prod(sizes), -1)
-  picked = rows.at[_targets(tuples, sizes, mode)].get(mode="fill", fill_value=0)
-  picked = (-picked if negate else picked).reshape(
+  return ct_data.reshape(ct.shape), ct_updates.reshape(
     (n,) + ct.shape[len(sizes) :]
   )
-  return ct, picked
 
 
 def scatter_nd_update(
@@ -346,14 +345,11 @@ def scatter_nd_update(
       reduction=reduction,
       unique_indices=bool(unique_indices),
     )
-    if _reduce.folds(data.dtype, reduction) and reduction in ("sum", "sub"):
-      # Linear: transposed by a gather, not through the fold and the
-      # layout's gathers and writes (docs/design.md#fold-cost).
+    if _reduce.transposes_by_gather(data.dtype, reduction):
+      # Transposed by a gather, not through the fold and the layout's
+      # gathers and writes (docs/design.md#fold-cost).
       transpose = functools.partial(
-        _sum_transpose,
-        sizes=sizes,
-        mode=scatter_mode,
-        negate=reduction == "sub",
+        _sum_transpose, sizes=sizes, mode=scatter_mode, reduction=reduction
       )
       return linear_with_transpose(reduce, transpose, data, tuples, updates)
     return reduce(data, tuples, updates)
