@@ -100,6 +100,7 @@ def transposable(
   transpose: Callable[..., tuple[jax.Array, ...]],
   residual: jax.Array,
   linear: Sequence[jax.Array],
+  out_avals: Sequence[jax.core.ShapedArray] | None = None,
 ) -> tuple[jax.Array, ...]:
   """`apply(residual, *linear)`, linear in `linear`, transposed by
   `transpose(residual, *cotangents)` (which returns the cotangents of
@@ -109,43 +110,69 @@ def transposable(
   both functions are vmapped. For a tangent whose own transpose would
   compile (and run) far more than the direct one, e.g. a fold behind a
   `lax.cond` whose transpose is a gather. `apply` and `transpose` are
-  hashable static callables; each returns a tuple of arrays.
+  hashable static callables; each returns a tuple of arrays. `out_avals`
+  are `apply`'s output types where the caller knows them; otherwise `apply`
+  is traced once here to find them. The primitive carries them, so that
+  neither its abstract evaluation nor its jvp, transpose and batching rules
+  trace `apply` again (a fold behind a `lax.cond` takes a fifth of a second
+  to trace).
   """
+  if out_avals is None:
+    out = jax.eval_shape(apply, residual, *linear)
+    out_avals = [jax.core.ShapedArray(x.shape, x.dtype) for x in out]
   return transposable_p.bind(
-    residual, *linear, apply=apply, transpose=transpose
+    residual,
+    *linear,
+    apply=apply,
+    transpose=transpose,
+    out_avals=tuple(out_avals),
   )
 
 
-def _apply_impl(residual, *linear, apply, transpose):
-  del transpose
+def _apply_impl(residual, *linear, apply, transpose, out_avals):
+  del transpose, out_avals
   # Eagerly, a cotangent may be a NumPy array (a vjp's backward called on
   # one), and `apply` indexes with `.at`.
   return tuple(apply(*map(jnp.asarray, (residual, *linear))))
 
 
-def _abstract_eval(residual, *linear, apply, transpose):
-  del transpose
-  out = jax.eval_shape(apply, residual, *linear)
-  return [jax.core.ShapedArray(x.shape, x.dtype) for x in out]
+def _abstract_eval(residual, *linear, apply, transpose, out_avals):
+  del residual, linear, apply, transpose
+  return list(out_avals)
 
 
-def _jvp(primals, tangents, *, apply, transpose):
+def _jvp(primals, tangents, *, apply, transpose, out_avals):
   residual, *linear = primals
   tangents = [ad.instantiate_zeros(t) for t in tangents[1:]]
-  out = transposable(apply, transpose, residual, linear)
-  return out, transposable(apply, transpose, residual, tangents)
+  out = transposable(apply, transpose, residual, linear, out_avals)
+  return out, transposable(apply, transpose, residual, tangents, out_avals)
 
 
-def _transpose(cts, residual, *linear, apply, transpose):
-  del linear
+def _transpose(cts, residual, *linear, apply, transpose, out_avals):
+  del out_avals
   cts = [ad.instantiate_zeros(ct) for ct in cts]
-  return [None, *transposable(transpose, apply, residual, cts)]
+  # The cotangents of the linear operands have the operands' types.
+  linear_avals = [_aval(x) for x in linear]
+  return [
+    None,
+    *transposable(transpose, apply, residual, cts, linear_avals),
+  ]
 
 
-def _batch(args, dims, *, apply, transpose):
-  _, moved = _common.batch_in_front(args, dims)
-  out = transposable(jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:])
+def _batch(args, dims, *, apply, transpose, out_avals):
+  size, moved = _common.batch_in_front(args, dims)
+  batched_avals = [
+    jax.core.ShapedArray((size, *a.shape), a.dtype) for a in out_avals
+  ]
+  out = transposable(
+    jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:], batched_avals
+  )
   return out, [0] * len(out)
+
+
+def _aval(x) -> jax.core.ShapedArray:
+  typed = x.aval if ad.is_undefined_primal(x) else x
+  return jax.core.ShapedArray(typed.shape, typed.dtype)
 
 
 # --- a scatter that is linear in data and updates ---------------------------
@@ -170,13 +197,15 @@ def linear_with_transpose(
 def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
   data, indices, updates = primals
   data_dot, _, updates_dot = tangents
+  out = fn(data, indices, updates)
   (tangent,) = transposable(
     functools.partial(_as_tuple, fn),
     transpose,
     indices,
     (data_dot, updates_dot),
+    [jax.core.ShapedArray(out.shape, out.dtype)],
   )
-  return fn(data, indices, updates), tangent
+  return out, tangent
 
 
 def _as_tuple(fn, indices, data, updates):
