@@ -558,6 +558,63 @@ def test_the_fold_sorts_stably_by_target(slots, n):
   assert f"}}) : (tensor<{n}x{key}>) -> tensor<{n}x{key}>" in hlo, hlo
 
 
+def test_the_fold_skips_the_sort_of_ascending_targets():
+  # From PRESORTED_TEST_MIN updates on, ascending targets (dropped ones, the
+  # value `slots`, last) are their own stable sort: one adjacent compare and
+  # a `lax.cond`, which under vmap stays a cond (the sort for the whole
+  # batch when any member is out of order).
+  n, slots = _sort.PRESORTED_TEST_MIN, 300
+  rng = np.random.default_rng(11)
+  ascending = np.sort(rng.integers(0, slots + 1, n)).astype(I32)
+  shuffled = rng.permutation(ascending)
+  sort = jax.jit(functools.partial(_sort.sort_by_target, slots=slots))
+  for target in (ascending, shuffled):
+    got_target, got_order = sort(target)
+    order = np.argsort(target, kind="stable").astype(I32)
+    assert_same(got_order, order)
+    assert_same(got_target, target[order])
+  for batch in ([ascending, ascending], [ascending, shuffled]):
+    got_target, got_order = jax.vmap(sort)(np.stack(batch))
+    for member, target, order in zip(batch, got_target, got_order):
+      assert_same(order, np.argsort(member, kind="stable").astype(I32))
+      assert_same(target, np.sort(member))
+  batched = jax.make_jaxpr(jax.vmap(sort))(np.stack([ascending] * 2))
+  assert "cond[" in str(batched) and "select_n" not in str(batched)
+  small = functools.partial(_sort.sort_by_target, slots=slots)
+  assert "cond[" not in str(jax.make_jaxpr(small)(ascending[: n - 1]))
+
+
+@pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+def test_ascending_indices_fold_as_sorted_ones(reduction, monkeypatch):
+  # The fold over ascending indices, with the sort skipped, gives the bits of
+  # the serial reference, and its gradients the bits of the sorted path.
+  n, slots = _sort.PRESORTED_TEST_MIN, 300
+  rng = np.random.default_rng(12)
+  indices = np.sort(rng.integers(0, slots + 4, n)).astype(I32)  # 4 dropped
+  data = rng.uniform(-2, 2, slots).astype(F32)
+  updates = rng.uniform(0.9, 1.1, n).astype(F32)
+  weights = rng.uniform(-1, 1, slots).astype(F32)
+
+  def run():
+    def f(d, i, u):
+      return jaxops.scatter_elements_update(
+        d, i, u, 0, reduction=reduction, mode="drop"
+      )
+
+    grad = jax.grad(lambda d, i, u: jnp.sum(f(d, i, u) * weights), (0, 2))
+    args = (data, indices, updates)  # traced indices: mode drops 300..303
+    return jax.jit(f)(*args), jax.jit(grad)(*args)
+
+  out, grads = run()
+  expected = np_scatter_elements(data, indices, updates, 0, reduction)
+  assert_same(out, expected)
+  monkeypatch.setattr(_sort, "PRESORTED_TEST_MIN", n + 1)
+  sorted_out, sorted_grads = run()
+  assert_same(out, sorted_out)
+  for got, want in zip(grads, sorted_grads):
+    assert_same(got, want)
+
+
 def test_the_fold_sorts_stably_when_no_packed_key_fits():
   # A slot count past 2**62 leaves no room for the position bits in 63:
   # the stable two-operand sort instead.

@@ -10,6 +10,8 @@ Cases (all along axis 0, repeated targets everywhere):
   data as the initial value (plain: `.at[].add` of the values and of the
   counts, then a division; PyTorch `scatter_reduce(include_self=True)`;
   onnxruntime has no mean);
+* `segment_mean_sorted`: the same with ascending segment ids (as
+  `jnp.unique` or a batch of graphs gives them);
 * `few64`: 1M updates into 64 targets;
 * `ir`: the spec's 3x3 example with `sum`.
 
@@ -55,13 +57,16 @@ def plain(reduction):
   )
 
 
-def case(name, tier, data_shape, n, reduction, *, grad=True):
-  """`n` updates along axis 0 into data of `data_shape`, uniform targets."""
+def case(name, tier, data_shape, n, reduction, *, grad=True, ascending=False):
+  """`n` updates along axis 0 into data of `data_shape`, uniform targets
+  (sorted when `ascending`)."""
   index_shape = (n,) + tuple(data_shape[1:])
 
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
     rows = rng.integers(0, data_shape[0], n).astype(np.int32)
+    if ascending:
+      rows.sort()
     indices = np.array(
       np.broadcast_to(
         rows.reshape((n,) + (1,) * (len(data_shape) - 1)), index_shape
@@ -88,7 +93,8 @@ def case(name, tier, data_shape, n, reduction, *, grad=True):
     name=name,
     tier=tier,
     shapes=f"data {list(data_shape)}, indices/updates {list(index_shape)}, "
-    f"reduction {reduction}, {n} updates into {data_shape[0]} rows",
+    f"reduction {reduction}, {n} updates into {data_shape[0]} rows"
+    + (", ascending" if ascending else ""),
     make_inputs=make_inputs,
     forms={
       "jaxops": lambda d, i, u: jaxops.scatter_elements_update(
@@ -149,6 +155,9 @@ def cases(smoke: bool) -> list[Case]:
     case("graph_sum", "large", (nodes, features), edges, "sum"),
     case("graph_max", "large", (nodes, features), edges, "max"),
     case("segment_mean", "large", (segments,), edges, "mean"),
+    case(
+      "segment_mean_sorted", "large", (segments,), edges, "mean", ascending=True
+    ),
     case("few64", "large", (64,), few, "sum"),
   ]
 

@@ -182,9 +182,12 @@ def _torch_reduce(reduction):
   return fn
 
 
-def reduction_case(name, tier, data_shape, indices_shape, reduction):
+def reduction_case(
+  name, tier, data_shape, indices_shape, reduction, *, ascending=False
+):
   """`reduction` of uniformly drawn (repeating) tuples: the graph layer,
-  few targets, the IR example. Small-integer values: every order of
+  few targets, the IR example; `ascending` sorts them (a graph's edges in
+  CSR order, by destination). Small-integer values: every order of
   summation gives the same float, so plain `.at[].add` must agree bit for
   bit with jaxops' serial order."""
   k = indices_shape[-1]
@@ -193,6 +196,8 @@ def reduction_case(name, tier, data_shape, indices_shape, reduction):
 
   def make_inputs(rng):
     flat = rng.integers(0, math.prod(data_shape[:k]), tuples)
+    if ascending:
+      flat.sort()
     indices = np.stack(np.unravel_index(flat, data_shape[:k]), axis=-1)
     return (
       small_ints(rng, data_shape, 3),
@@ -207,7 +212,8 @@ def reduction_case(name, tier, data_shape, indices_shape, reduction):
     name=name,
     tier=tier,
     shapes=f"data {list(data_shape)}, indices {list(indices_shape)}, "
-    f"updates {list(updates_shape)}, reduction {reduction}",
+    f"updates {list(updates_shape)}, reduction {reduction}"
+    + (", ascending tuples" if ascending else ""),
     make_inputs=make_inputs,
     forms={
       "jaxops": lambda d, i, u: jaxops.scatter_nd_update(
@@ -263,6 +269,7 @@ def reduction_cases(smoke: bool) -> list[Case]:
   return [
     reduction_case("ir_sum", "ir", *ir, "sum"),
     reduction_case("graph_sum", "large", *graph, "sum"),
+    reduction_case("graph_sum_sorted", "large", *graph, "sum", ascending=True),
     reduction_case("graph_max", "large", *graph, "max"),
     reduction_case("few64_sum", "large", (64,), (few, 1), "sum"),
   ]
