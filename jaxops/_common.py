@@ -384,6 +384,31 @@ def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:
   return jnp.iinfo(dtype).max
 
 
+def _varying_axes(x: Any) -> frozenset:
+  """The shard_map manual axes `x` varies over (none outside shard_map)."""
+  aval = jax.typeof(x)
+  axes = getattr(aval, "vma", None)  # jax < 0.9
+  if axes is None:
+    axes = getattr(getattr(aval, "mat", None), "varying", frozenset())
+  return frozenset(axes)
+
+
+def vary_alike(*xs: jax.Array) -> list[jax.Array]:
+  """`xs`, each typed to vary over every shard_map manual axis that any of
+  them varies over, as JAX does for its own primitives' operands: a custom
+  primitive's result type can then copy any operand's, and a loop carry
+  built from constants (a neutral fill) keeps its type through the loop."""
+  axes = frozenset().union(*map(_varying_axes, xs))
+  out = []
+  for x in xs:
+    missing = tuple(sorted(axes - _varying_axes(x), key=str))
+    if missing:
+      cast = getattr(lax, "pcast", None)  # jax >= 0.9; pvary before
+      x = cast(x, missing, to="varying") if cast else lax.pvary(x, missing)
+    out.append(x)
+  return out
+
+
 def batch_in_front(
   args: Sequence[jax.Array], dims: Sequence[int | None]
 ) -> tuple[int, list[jax.Array]]:

@@ -24,7 +24,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from jaxops import _sort
-from jaxops._common import batch_in_front
+from jaxops._common import batch_in_front, vary_alike
 
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
@@ -49,7 +49,10 @@ def fold(init, members, order, start, count, group, *, op: str) -> jax.Array:
   in (init, members); "mul" has no derivative rule (`prod` differentiates
   around it).
   """
-  return fold_p.bind(init, members, order, start, count, group, op=op)
+  # Under shard_map every operand varies alike, so the result may take
+  # init's type (and the loop carry keeps it).
+  operands = vary_alike(init, members, order, start, count, group)
+  return fold_p.bind(*operands, op=op)
 
 
 def _fold_impl(init, members, order, start, count, group, *, op):
@@ -139,7 +142,7 @@ def spread(ct, order, start, count, group) -> jax.Array:
   would be a float scatter-add over repeated indices (docs/design.md
   #scatter-reductions).
   """
-  return spread_p.bind(ct, order, start, count, group)
+  return spread_p.bind(*vary_alike(ct, order, start, count, group))
 
 
 def _spread_impl(ct, order, start, count, group):
@@ -168,9 +171,7 @@ def _spread_batch(args, dims):
 
 spread_p.def_impl(_spread_impl)
 spread_p.def_abstract_eval(
-  lambda ct, order, *_: jax.core.ShapedArray(
-    order.shape + ct.shape[1:], ct.dtype
-  )
+  lambda ct, order, *_: ct.update(shape=order.shape + ct.shape[1:])
 )
 mlir.register_lowering(spread_p, mlir.lower_fun(_spread_impl, False))
 ad.primitive_jvps[spread_p] = _spread_jvp

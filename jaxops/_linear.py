@@ -152,7 +152,9 @@ def _transpose(cts, residual, *linear, apply, transpose, out_avals):
   del out_avals
   cts = [ad.instantiate_zeros(ct) for ct in cts]
   # The cotangents of the linear operands have the operands' types.
-  linear_avals = [_aval(x) for x in linear]
+  linear_avals = [
+    x.aval if ad.is_undefined_primal(x) else jax.typeof(x) for x in linear
+  ]
   return [
     None,
     *transposable(transpose, apply, residual, cts, linear_avals),
@@ -161,18 +163,11 @@ def _transpose(cts, residual, *linear, apply, transpose, out_avals):
 
 def _batch(args, dims, *, apply, transpose, out_avals):
   size, moved = _common.batch_in_front(args, dims)
-  batched_avals = [
-    jax.core.ShapedArray((size, *a.shape), a.dtype) for a in out_avals
-  ]
+  batched_avals = [a.update(shape=(size, *a.shape)) for a in out_avals]
   out = transposable(
     jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:], batched_avals
   )
   return out, [0] * len(out)
-
-
-def _aval(x) -> jax.core.ShapedArray:
-  typed = x.aval if ad.is_undefined_primal(x) else x
-  return jax.core.ShapedArray(typed.shape, typed.dtype)
 
 
 # --- a scatter that is linear in data and updates ---------------------------
@@ -203,7 +198,9 @@ def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
     transpose,
     indices,
     (data_dot, updates_dot),
-    [jax.core.ShapedArray(out.shape, out.dtype)],
+    # The primal output's type, with the manual axes it varies over under
+    # shard_map (the custom jvp checks that the tangent's matches).
+    [jax.typeof(out)],
   )
   return out, tangent
 

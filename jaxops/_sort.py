@@ -68,7 +68,10 @@ def _sort(target: jax.Array, slots: int) -> tuple[jax.Array, jax.Array]:
 
 def _in_place(target: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Ascending targets are their own stable sort."""
-  return target, lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
+  positions = lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
+  # Computed from target so that it varies over shard_map's manual axes as
+  # the sorted order does (lax.cond requires both branches' types to match).
+  return target, positions + (target - target).astype(jnp.int32)
 
 
 def _key_type(n: int, slots: int) -> Any:
@@ -120,10 +123,12 @@ _sort_p.def_impl(
     target, slots=slots
   )
 )
+# `update` keeps the input's other properties: under shard_map the outputs
+# vary over the manual axes the targets vary over.
 _sort_p.def_abstract_eval(
   lambda target, *, slots: [
-    jax.core.ShapedArray(target.shape, target.dtype),
-    jax.core.ShapedArray(target.shape, np.int32),
+    target.update(weak_type=False),
+    target.update(dtype=np.dtype(np.int32), weak_type=False),
   ]
 )
 mlir.register_lowering(_sort_p, _sort_lowering)
