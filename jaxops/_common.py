@@ -387,9 +387,9 @@ def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:
 def _varying_axes(x: Any) -> frozenset:
   """The shard_map manual axes `x` varies over (none outside shard_map)."""
   aval = jax.typeof(x)
-  axes = getattr(aval, "vma", None)  # jax < 0.9
+  axes: Any = getattr(aval, "vma", None)  # jax < 0.9
   if axes is None:
-    axes = getattr(getattr(aval, "mat", None), "varying", frozenset())
+    axes = getattr(getattr(aval, "mat", None), "varying", ())
   return frozenset(axes)
 
 
@@ -403,8 +403,10 @@ def vary_alike(*xs: jax.Array) -> list[jax.Array]:
   for x in xs:
     missing = tuple(sorted(axes - _varying_axes(x), key=str))
     if missing:
-      cast = getattr(lax, "pcast", None)  # jax >= 0.9; pvary before
-      x = cast(x, missing, to="varying") if cast else lax.pvary(x, missing)
+      if hasattr(lax, "pcast"):  # jax >= 0.9
+        x = lax.pcast(x, missing, to="varying")
+      else:
+        x = lax.pvary(x, missing)  # type: ignore[attr-defined]
     out.append(x)
   return out
 
