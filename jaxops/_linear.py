@@ -100,7 +100,7 @@ def transposable(
   transpose: Callable[..., tuple[jax.Array, ...]],
   residual: jax.Array,
   linear: Sequence[jax.Array],
-  out_avals: Sequence[jax.core.ShapedArray] | None = None,
+  out_avals: Sequence[jax.core.ShapedArray],
 ) -> tuple[jax.Array, ...]:
   """`apply(residual, *linear)`, linear in `linear`, transposed by
   `transpose(residual, *cotangents)` (which returns the cotangents of
@@ -111,15 +111,11 @@ def transposable(
   compile (and run) far more than the direct one, e.g. a fold behind a
   `lax.cond` whose transpose is a gather. `apply` and `transpose` are
   hashable static callables; each returns a tuple of arrays. `out_avals`
-  are `apply`'s output types where the caller knows them; otherwise `apply`
-  is traced once here to find them. The primitive carries them, so that
-  neither its abstract evaluation nor its jvp, transpose and batching rules
-  trace `apply` again (a fold behind a `lax.cond` takes a fifth of a second
-  to trace).
+  are `apply`'s output types (`jax.typeof` of what it returns). The
+  primitive carries them, so that neither its abstract evaluation nor its
+  jvp, transpose and batching rules trace `apply` (a fold behind a
+  `lax.cond` takes a fifth of a second to trace).
   """
-  if out_avals is None:
-    out = jax.eval_shape(apply, residual, *linear)
-    out_avals = [jax.core.ShapedArray(x.shape, x.dtype) for x in out]
   return transposable_p.bind(
     residual,
     *linear,

@@ -23,6 +23,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from jaxops._common import vary_alike
 from jaxops._duplicates import any_in_batch
 
 _sort_p = Primitive("jaxops_sort_by_target")
@@ -69,9 +70,10 @@ def _sort(target: jax.Array, slots: int) -> tuple[jax.Array, jax.Array]:
 def _in_place(target: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Ascending targets are their own stable sort."""
   positions = lax.broadcasted_iota(jnp.int32, target.shape, target.ndim - 1)
-  # Computed from target so that it varies over shard_map's manual axes as
-  # the sorted order does (lax.cond requires both branches' types to match).
-  return target, positions + (target - target).astype(jnp.int32)
+  # Typed to vary over shard_map's manual axes as the sorted order does
+  # (lax.cond requires both branches' types to match).
+  target, positions = vary_alike(target, positions)
+  return target, positions
 
 
 def _key_type(n: int, slots: int) -> Any:

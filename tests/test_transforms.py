@@ -394,8 +394,10 @@ def test_transposable_uses_its_own_transpose_under_every_transform():
   apply = lambda r, x: (x * r,)  # noqa: E731
   transpose = lambda r, ct: (ct * r + 1.0,)  # noqa: E731
 
+  aval = jax.core.ShapedArray((2,), jnp.float32)
+
   def f(x):
-    return _linear.transposable(apply, transpose, scale, (x,))[0]
+    return _linear.transposable(apply, transpose, scale, (x,), [aval])[0]
 
   x = jnp.asarray([5.0, 7.0], jnp.float32)
   ones = jnp.ones(2, jnp.float32)
