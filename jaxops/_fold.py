@@ -25,6 +25,7 @@ from jax.interpreters import ad, batching, mlir
 
 from jaxops import _sort
 from jaxops._common import batch_in_front, vary_alike
+from jaxops._duplicates import reduce_whole
 
 # Updates per target folded in serial order; longer runs fold in chunks of
 # this many (docs/design.md#scatter-reductions).
@@ -61,7 +62,7 @@ def _fold_impl(init, members, order, start, count, group, *, op):
   if m == 0 or init.shape[0] == 0:
     return init
   combine = lax.add if op == "add" else lax.mul
-  steps = jnp.max(count)
+  steps = reduce_whole(count, "max")
 
   def body(state):
     j, acc = state
@@ -206,7 +207,9 @@ class Layout(NamedTuple):
   position_seg: jax.Array  # (n,) the same, by position (unsorted)
 
 
-def layout(target: jax.Array, slots: int) -> Layout:
+def layout(
+  target: jax.Array, slots: int, test_ascending: bool = True
+) -> Layout:
   """The segments of `target` (n,), where `slots` marks dropped updates.
 
   A chunk 0's segment is its run's id: its target where the `slots + 1`
@@ -215,10 +218,11 @@ def layout(target: jax.Array, slots: int) -> Layout:
   distinct because two later chunks' starts are exactly CHUNK apart in one
   run and more than CHUNK apart in two. Few operations, each compiled on
   its own by XLA:CPU (a scan alone about 0.25 s: docs/design.md#fold-cost).
+  `test_ascending`: as in `_sort.sort_by_target`.
   """
   n = target.shape[0]
   i = lax.iota(jnp.int32, n)
-  sorted_target, order = _sort.sort_by_target(target, slots)
+  sorted_target, order = _sort.sort_by_target(target, slots, test_ascending)
   first = jnp.concatenate(
     [jnp.ones((1,), bool), sorted_target[1:] != sorted_target[:-1]]
   )

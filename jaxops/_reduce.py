@@ -240,7 +240,13 @@ def folds(dtype: Any, reduction: str) -> bool:
 # Jitted so that an eager call compiles and dispatches once, not op by op
 # (the layout alone is a few dozen operations); inlined under an outer jit.
 @functools.partial(
-  jax.jit, static_argnames=("reduction", "use_init_val", "unique_indices")
+  jax.jit,
+  static_argnames=(
+    "reduction",
+    "use_init_val",
+    "unique_indices",
+    "test_ascending",
+  ),
 )
 def reduce_rows(
   data: jax.Array,
@@ -249,11 +255,14 @@ def reduce_rows(
   reduction: str,
   use_init_val: bool = True,
   unique_indices: bool = False,
+  test_ascending: bool = True,
 ) -> jax.Array:
   """`data` (slots, R) with `updates` (n, R) reduced in at `target` (n,).
 
   `target` is a signed int array; the value `slots` (or any value out of
-  [0, slots)) drops the update. Returns (slots, R).
+  [0, slots)) drops the update. `test_ascending=False` sorts without first
+  testing whether the targets ascend (docs/design.md#presorted). Returns
+  (slots, R).
   """
   slots, r = data.shape
   n = target.shape[0]
@@ -289,7 +298,7 @@ def reduce_rows(
     if reduction == "mean":
       rows = rows / np.asarray(1 + int(use_init_val), dtype)
     return _write(data, target, rows, valid)
-  lay = _fold.layout(target, slots)
+  lay = _fold.layout(target, slots, test_ascending)
   if reduction == "sub":
     updates = -updates
   keep = lay.seg_chunk0 & (lay.seg_target < slots)

@@ -288,14 +288,22 @@ def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
   (a graph layer's destination node broadcast over the features), else
   `_by_elements`: m rows sort instead of m * R elements, with the same bits
   (slot (t, c) takes the updates (p, c) with indices[p, c] = t in
-  increasing p; docs/design.md#shared-indices)."""
+  increasing p; docs/design.md#shared-indices). Only the row branch tests
+  for ascending targets: element targets ascend only where none repeats
+  (docs/design.md#presorted)."""
   rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
-  varies = _duplicates.any_in_batch(jnp.any(rows != rows[:, :1]))
-  kwargs = dict(axis=axis, mode=mode, reduce=reduce)
+  varies = _duplicates.any_in_batch(
+    _duplicates.reduce_whole(rows != rows[:, :1], "any")
+  )
+  kwargs = dict(axis=axis, mode=mode)
   return lax.cond(
     varies,
-    functools.partial(_by_elements, **kwargs),
-    functools.partial(_by_rows, **kwargs),
+    functools.partial(
+      _by_elements,
+      reduce=functools.partial(reduce, test_ascending=False),
+      **kwargs,
+    ),
+    functools.partial(_by_rows, reduce=reduce, **kwargs),
     data,
     indices,
     updates,

@@ -24,7 +24,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from jaxops._common import vary_alike
-from jaxops._duplicates import any_in_batch
+from jaxops._duplicates import any_in_batch, reduce_whole
 
 _sort_p = Primitive("jaxops_sort_by_target")
 _sort_p.multiple_results = True
@@ -36,7 +36,7 @@ PRESORTED_TEST_MIN = 2**14
 
 
 def sort_by_target(
-  target: jax.Array, slots: int
+  target: jax.Array, slots: int, test_ascending: bool = True
 ) -> tuple[jax.Array, jax.Array]:
   """`(target[order], order)`, `order` the stable sort of `target` (..., n)
   along its last axis, values in [0, slots].
@@ -46,10 +46,14 @@ def sort_by_target(
   two-operand sort (docs/design.md#fold-cost). The keys are 64-bit when
   they must be, x64 mode or not: `_sort_p` lowers them itself, so in x32
   mode they never reach a traced value.
+
+  From `PRESORTED_TEST_MIN` targets on, ascending targets skip the sort
+  unless `test_ascending` is False (a caller whose targets cannot ascend
+  saves the test's cond and its compile time).
   """
-  if target.shape[-1] < PRESORTED_TEST_MIN:
+  if not test_ascending or target.shape[-1] < PRESORTED_TEST_MIN:
     return _sort(target, slots)
-  unsorted = jnp.any(target[..., 1:] < target[..., :-1])
+  unsorted = reduce_whole(target[..., 1:] < target[..., :-1], "any")
   return lax.cond(
     any_in_batch(unsorted),
     functools.partial(_sort, slots=slots),

@@ -615,6 +615,31 @@ def test_ascending_indices_fold_as_sorted_ones(reduction, monkeypatch):
     assert_same(got, want)
 
 
+@pytest.mark.usefixtures("rows_at_any_size")
+def test_the_graph_layer_compiles_one_loop_per_test(monkeypatch):
+  # Each test over the indices (shared rows, ascending targets, the fold's
+  # longest run) is one variadic reduce, which XLA:CPU leaves whole; a plain
+  # reduce of more than 32 elements becomes a chain of reduce-window kernels
+  # (docs/design.md#one-pass-reductions). Only the row branch tests for
+  # ascending targets: the element branch sorts.
+  monkeypatch.setattr(_sort, "PRESORTED_TEST_MIN", 0)
+  rng = np.random.default_rng(14)
+  row = rng.integers(0, 50, 200).astype(I32)
+  indices = np.broadcast_to(row[:, None], (200, 8))
+  data = np.zeros((50, 8), F32)
+  updates = rng.standard_normal((200, 8)).astype(F32)
+  layer = lambda d, i, u: jaxops.scatter_elements_update(
+    d, i, u, 0, reduction="sum"
+  )
+  grad = jax.grad(lambda d, i, u: jnp.sum(layer(d, i, u) ** 2), (0, 2))
+  args = (data, indices, updates)  # traced indices: nothing folds
+  for fn in (layer, grad):
+    hlo = jax.jit(fn).lower(*args).compile().as_text()
+    assert "reduce-window(" not in hlo, hlo
+  assert str(jax.make_jaxpr(layer)(*args)).count("cond[") == 2
+  assert_same(layer(*args), np_scatter_elements(*args, 0, "sum"))
+
+
 def test_the_fold_sorts_stably_when_no_packed_key_fits():
   # A slot count past 2**62 leaves no room for the position bits in 63:
   # the stable two-operand sort instead.

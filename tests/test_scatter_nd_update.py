@@ -811,6 +811,25 @@ def test_small_default_call_runs_inline():
   assert cost["flops"] < 1000, cost
 
 
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+def test_order_tests_compile_to_one_loop(strategy):
+  """The sorted-unique test and the repeat tests are each one variadic
+  reduce, which XLA:CPU leaves whole: a plain reduce of more than 32
+  elements becomes a chain of reduce-window kernels, each compiled and run
+  on its own (docs/design.md#one-pass-reductions)."""
+  rng = np.random.default_rng(15)
+  data = jnp.zeros((64, 8), jnp.float32)
+  indices = jnp.asarray(rng.integers(0, 64, (200, 1)), jnp.int32)
+  updates = jnp.ones((200, 8), jnp.float32)
+  update = lambda d, i, u: jaxops.scatter_nd_update(
+    d, i, u, _strategy=STRATEGIES[strategy]
+  )
+  grad = jax.grad(lambda d, i, u: jnp.sum(update(d, i, u) ** 2), (0, 2))
+  for fn in (update, grad):  # traced indices: nothing folds at compile time
+    hlo = jax.jit(fn).lower(data, indices, updates).compile().as_text()
+    assert "reduce-window(" not in hlo, hlo
+
+
 # --- sorted indices: the adjacent-compare test in front of the repeat tests
 
 # kind: (flat targets into the (5, 4) indexed dims, None for an out-of-range
