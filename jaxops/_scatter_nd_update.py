@@ -13,7 +13,8 @@ of its target (a loser to a later duplicate, or out of range under
 the scatter drops. The winners are found on the linear slot of each tuple, so
 the scatter then writes rows of data viewed as `(prod(data.shape[:k]),) +
 data.shape[k:]`, one row index per tuple (the k indexed dims stay separate when
-that index would overflow).
+that index would overflow); that row write is `jaxops._rows.write_rows`, whose
+batching rule keeps one row index under `vmap` (docs/design.md#batched-write).
 Finding the winners is `jaxops._duplicates`. The index work only ever sees
 integers and runs outside the derivative rule; the derivative is the same
 scatter of the tangents (`jaxops._linear`, docs/design.md#derivatives)."""
@@ -32,6 +33,7 @@ from jax import lax
 from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
 from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
 from jaxops._linear import linear_custom_jvp, linear_with_transpose
+from jaxops._rows import write_rows
 
 OP = "ScatterNDUpdate-3"
 REDUCTIONS = ("none", "sum", "sub", "prod", "min", "max")
@@ -101,10 +103,12 @@ def _scatter(
   shape = data.shape
   k = data.ndim - (updates.ndim - 1)
   if indices.ndim == 1:
-    data = data.reshape((math.prod(shape[:k]),) + shape[k:])
-    where: Any = indices
-  else:
-    where = tuple(indices[:, j] for j in range(k))
+    # Batched by flattening the batch into the row index (jaxops._rows).
+    # Rows come with a strategy, whose losers are redirected out of range:
+    # the mode is "drop".
+    rows = data.reshape((math.prod(shape[:k]),) + shape[k:])
+    return write_rows(rows, indices, updates).reshape(shape)
+  where = tuple(indices[:, j] for j in range(k))
   # `.at[]` takes a GatherScatterMode too; its annotation says str only.
   scatter_mode: Any = mode
   out = data.at[where].set(
