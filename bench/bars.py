@@ -13,9 +13,13 @@ compared like for like: an out-of-place jaxops variant with the
 out-of-place peer calls (`openvino`, `onnxruntime`, `torch`), a donated one
 with every peer call including PyTorch's in-place one (`torch.inplace`).
 Cases whose peers run with a thread count other than the run's
-(`peer_threads` in the JSON: the duplicate-index ScatterNDUpdate cases,
-where the peers apply duplicates in order only on one thread) are left out
-of the peer bars.
+(`peer_threads` in the JSON: the duplicate-index ScatterNDUpdate cases and
+the scatter reductions, where the peers apply duplicates in order only on
+one thread) are left out of the peer bars, except those declared with
+`one_thread=True` (the reductions' bar: at or ahead of the fastest peer
+whose result is right). There `onnxruntime.threads`, onnxruntime on the
+run's thread count, counts as a peer only when its output was right
+(`wrong` None in the JSON).
 
 `python -m bench.bars a.json b.json ...` prints the verdicts of several runs
 (e.g. one per allocator mode) side by side.
@@ -31,7 +35,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-PEERS_OUT_OF_PLACE = ("openvino", "onnxruntime", "torch")
+PEERS_OUT_OF_PLACE = ("openvino", "onnxruntime", "onnxruntime.threads", "torch")
 PEERS_IN_PLACE = ("torch.inplace",)
 PEERS = PEERS_OUT_OF_PLACE + PEERS_IN_PLACE
 
@@ -52,11 +56,12 @@ def comparable_peers(case: dict, variant: str) -> tuple[str, ...]:
 def fastest_peer(
   case: dict, variant: str = "jaxops"
 ) -> tuple[str | None, float | None]:
-  """(name, IQM) of the fastest peer comparable to `variant`."""
+  """(name, IQM) of the fastest peer comparable to `variant` whose output
+  was right."""
   times = [
     (p, iqm(case, p))
     for p in comparable_peers(case, variant)
-    if iqm(case, p) is not None
+    if iqm(case, p) is not None and not case["variants"][p].get("wrong")
   ]
   return min(times, key=lambda t: t[1]) if times else (None, None)
 
@@ -181,8 +186,10 @@ class Ratio(Bar):
 class VsPeers(Bar):
   """`variants` time over the fastest comparable peer's, at most `at_most`.
 
-  Applies to the cases of `tiers` (all with peers if None) where the jaxops
-  variant or that peer takes more than `min_s` (all if None).
+  Applies to the cases of `tiers` (all with peers if None) whose name
+  matches a glob of `cases`, where the jaxops variant or that peer takes
+  more than `min_s` (all if None): with `one_thread`, the cases whose peers
+  run on their own thread count (`peer_threads`), else the others.
   """
 
   name: str
@@ -190,11 +197,17 @@ class VsPeers(Bar):
   at_most: float = 1.0
   tiers: tuple[str, ...] | None = None
   min_s: float | None = None
+  one_thread: bool = False
+  cases: tuple[str, ...] = ("*",)
 
   def checks(self, cases):
     out = []
     for case in cases:
-      if not _tier_ok(case, self.tiers) or case.get("peer_threads") is not None:
+      if (
+        not _tier_ok(case, self.tiers)
+        or (case.get("peer_threads") is not None) != self.one_thread
+        or not any(fnmatch.fnmatch(case["name"], p) for p in self.cases)
+      ):
         continue
       for variant in self.variants:
         t = iqm(case, variant)
@@ -319,6 +332,19 @@ def peer_bars(variants: tuple[str, ...] = ("jaxops",)) -> tuple[Bar, ...]:
       at_most=1.5,
       tiers=("ir",),
     ),
+  )
+
+
+def reduction_peer_bar(cases: tuple[str, ...] = ("*",)) -> VsPeers:
+  """The scatter reductions' peer bar: forward at or ahead of the fastest
+  peer whose result is right, on the large cases `cases`."""
+  return VsPeers(
+    "reduction forward at or ahead of the fastest peer whose result is "
+    "right (large cases; peers on one thread, onnxruntime also on the run's "
+    "threads)",
+    tiers=("large",),
+    one_thread=True,
+    cases=cases,
   )
 
 

@@ -238,7 +238,7 @@ def plan_variants(
   """
   V = harness.Variant
   variants = []
-  threads = case.peer_threads or threads
+  run_threads, threads = threads, case.peer_threads or threads
   # A sweep of a donatable op is about the donated (in-place) time; the
   # out-of-place variants would only add the data copy to every point.
   in_place_sweep = case.tier == "sweep" and case.donate_argnum is not None
@@ -275,16 +275,25 @@ def plan_variants(
       )
     )
   if case.peers and case.onnx is not None:
-    variants.append(
-      V(
-        "onnxruntime",
-        "fwd",
-        lambda: runtimes.onnxruntime_runner(
-          case.onnx(inputs), inputs, out_shape, threads
-        ),
-        requires=("onnxruntime", "onnx"),
+    onnx_threads = {"onnxruntime": threads}
+    if case.threaded_peer:
+      # On the run's threads too: it may race, so its output is marked,
+      # not gated.
+      onnx_threads["onnxruntime.threads"] = run_threads
+    for name, n in onnx_threads.items():
+      racy = name != "onnxruntime"
+      variants.append(
+        V(
+          name,
+          "fwd",
+          lambda n=n: runtimes.onnxruntime_runner(
+            case.onnx(inputs), inputs, out_shape, n
+          ),
+          requires=("onnxruntime", "onnx"),
+          may_differ=racy,
+          threads=n if racy else None,
+        )
       )
-    )
   if case.peers and case.torch is not None:
     variants.append(
       V(
@@ -376,7 +385,7 @@ def run_case(
       record["skipped"][name] = why
   # Each variant is compared with the first of its group as soon as it has
   # run, so that only those references stay in memory.
-  runners, references, checks = {}, {}, []
+  runners, references, checks, wrong = {}, {}, [], {}
   for variant in planned:
     if not selected(variant.name):
       continue
@@ -396,7 +405,13 @@ def run_case(
       continue
     leaves = runner.outputs(out)
     del out
-    if variant.group in references:
+    if variant.may_differ:
+      wrong[variant.name] = (
+        harness.first_difference(leaves, references[variant.group][1])
+        if variant.group in references
+        else "not compared: no reference variant ran"
+      )
+    elif variant.group in references:
       checks += harness.compare_outputs(
         case, variant.name, leaves, *references[variant.group]
       )
@@ -430,6 +445,9 @@ def run_case(
     }
     if variant.donated and "donated" in runner.state:
       entry["donation_used"] = bool(runner.state["donated"])
+    if variant.may_differ:
+      entry["threads"] = variant.threads
+      entry["wrong"] = wrong[variant.name]
     record["variants"][name] = entry
   return record
 

@@ -115,6 +115,10 @@ class Case:
   peers: bool = True  # whether peer runtimes are timed
   # Threads for the peer runtimes on this case (None: `--threads`).
   peer_threads: int | None = None
+  # With `peer_threads`: also time onnxruntime on `--threads` threads
+  # (`onnxruntime.threads`), its output compared and marked when wrong
+  # rather than stopping the run (the reductions, which race there).
+  threaded_peer: bool = False
   # Whether the index tuples are distinct (ScatterNDUpdate: where the
   # `unique_indices=True` promise holds and may be compared with the default).
   unique: bool = True
@@ -221,6 +225,10 @@ class Variant:
   # The packages a peer variant needs (skipped with a note without them);
   # empty for the JAX variants, which must always build.
   requires: tuple[str, ...] = ()
+  # A peer whose output may be wrong (it races): a difference from the
+  # reference is recorded (`wrong` in the JSON), not raised.
+  may_differ: bool = False
+  threads: int | None = None  # a peer's thread count, when not the case's
 
 
 def small_ints(
@@ -358,6 +366,20 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
     f"{int(differ.sum())} of {a.size} elements differ, first at "
     f"{first}: {a[first]!r} vs {b[first]!r}"
   )
+
+
+def first_difference(
+  leaves: Sequence[np.ndarray], ref_leaves: Sequence[np.ndarray]
+) -> str | None:
+  """How the first output that differs from the reference's differs, or
+  None when every output has the same bits."""
+  if len(leaves) != len(ref_leaves):
+    return f"{len(leaves)} outputs, the reference {len(ref_leaves)}"
+  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
+    ok, detail = _same_bits(a, b)
+    if not ok:
+      return f"output {i}: {detail}"
+  return None
 
 
 def compare_outputs(

@@ -156,7 +156,10 @@ def _forward_table(results: dict) -> list[str]:
     "Donated rows compare with every peer call, PyTorch's in-place one "
     "included (its column then shows `torch.inplace`); out-of-place rows "
     "with the out-of-place peer calls. `*`: peers on one thread (duplicate "
-    "indices), left out of the peer bars.",
+    "indices and reductions, which they apply in order only there), left "
+    "out of the peer bars but the reductions' own; the onnxruntime column is "
+    "its one-thread call, and jaxops/best peer counts `onnxruntime.threads` "
+    "(the run's threads, in All variants) only where its result is right.",
     "",
     "| case | jaxops variant | jaxops | plain | OpenVINO | onnxruntime | "
     "PyTorch | line floor | jaxops/best peer | jaxops/line floor | "
@@ -294,6 +297,9 @@ def markdown(results: dict) -> str:
       note = ""
       if e.get("donated") and "donation_used" in e:
         note = " (donated)" if e.get("donation_used") else " (NOT donated)"
+      if "wrong" in e:
+        verdict = f"WRONG: {e['wrong']}" if e["wrong"] else "right"
+        note = f" ({e['threads']} threads, {verdict})"
       lines.append(
         f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
         f"{_ms(e['iqm_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "

@@ -240,8 +240,10 @@ def reduction_case(
       inputs,
     ),
     torch=_torch_reduce(reduction) if k == 1 else None,
-    # onnxruntime's ScatterND reductions race on more threads (wrong sums).
+    # onnxruntime's ScatterND reductions race on more threads (wrong sums):
+    # timed on the run's threads too, marked when wrong.
     peer_threads=1,
+    threaded_peer=True,
     unique=False,
     excluded={"torch": "PyTorch forms for row scatters (k = 1) only"}
     if k != 1
@@ -447,6 +449,7 @@ BARS = (
     "donated time grows with the number of updates, not the data size",
     ("jaxops.donated", "jaxops_unique.donated", "plain.donated"),
   ),
+  bars.reduction_peer_bar(("graph_*", "few64_*")),
   bars.Ratio(
     "deterministic reduction within 1.5x of plain .at[].add/.max (not "
     "deterministic by construction)",
