@@ -125,6 +125,23 @@ def test_x32_clip_does_not_wrap_values_beyond_int32(reduction):
   assert_same(out, expected)
 
 
+@pytest.mark.parametrize("run", range(1, 6))
+@pytest.mark.parametrize("reduction", ("sum", "prod"))
+def test_constant_arguments_fold_every_update(reduction, run):
+  # Constants of the jitted function, so that XLA evaluates the fold's loop
+  # while compiling. With its counter stepping by two ranks, XLA:CPU
+  # (jaxlib 0.10.2) dropped the loop for a run of one update: out[1] was 2.
+  data = np.arange(1, 4, dtype=F32)
+  indices = np.ones((run, 1), I32)
+  updates = np.arange(2, 2 + run, dtype=F32)
+  out = jax.jit(
+    lambda: jaxops.scatter_nd_update(
+      data, indices, updates, reduction=reduction
+    )
+  )()
+  assert_same(out, np_scatter_nd_reduce(data, indices, updates, reduction))
+
+
 def test_python_int_updates_that_do_not_fit():
   rejections.assert_op_error(
     OP,
