@@ -7,10 +7,11 @@ each target's run into segments of at most `CHUNK` updates; `serial_fold`
 folds every target's updates in that order with `fold_p`, a loop over ranks
 whose step j combines the j-th update of every segment (one gather of one row
 per segment, read through the sort order: the updates are never copied into
-it; two ranks per iteration), then folds the chunk results of long runs. Up to CHUNK updates
-per target this is the serial index order exactly. `fold_p` add is linear,
-with its own jvp, transpose and batching rules (JAX cannot transpose a while
-loop); `serial_prod` differentiates the product without division.
+it; two ranks per iteration), then folds the chunk results of long runs.
+Up to CHUNK updates per target this is the serial index order exactly.
+`fold_p` add is linear, with its own jvp, transpose and batching rules (JAX
+cannot transpose a while loop); `serial_prod` differentiates the product
+without division.
 """
 
 from __future__ import annotations
