@@ -21,6 +21,7 @@ from jax.interpreters import ad, batching, mlir
 
 from jaxops._common import batch_in_front, vary_alike
 from jaxops._duplicates import int_dtype_for
+from jaxops._export import is_int
 
 write_rows_p = Primitive("jaxops_write_rows")
 
@@ -68,8 +69,10 @@ def _write_transpose(ct, data, rows, updates):
 def _write_batch(args, dims):
   size, (data, rows, updates) = batch_in_front(args, dims)
   slots, n = data.shape[1], rows.shape[1]
-  dtype = int_dtype_for(size * slots)
-  if dtype is None:  # the flat row index would overflow: JAX's batching
+  # JAX's batching where the flat row index would overflow, or where the
+  # batch is a symbolic dim (`jax.export`), whose range is unknown.
+  dtype = int_dtype_for(size * slots) if is_int(size) else None
+  if dtype is None:
     return jax.vmap(_write_impl)(data, rows, updates), 0
   first_row = lax.broadcasted_iota(dtype, rows.shape, 0) * np.asarray(
     slots, dtype

@@ -373,6 +373,35 @@ def test_export_every_platform_round_trips(op, transform):
     assert_same(got, np.asarray(want))
 
 
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_export_vmap_over_a_symbolic_batch(op):
+  """`jax.export` of a vmapped call whose batch is a symbolic dim, called
+  with a batch of 3. The default ScatterNDUpdate's row write compared the
+  flat row count with the int32 range (InconclusiveDimensionOperation)."""
+  (batch,) = jax.export.symbolic_shape("batch")
+  fn = jax.vmap(op.fn)
+  specs = [
+    jax.ShapeDtypeStruct((batch,) + np.shape(a), np.asarray(a).dtype)
+    for a in op.args
+  ]
+  exported = jax.export.export(jax.jit(fn))(*specs)
+  args = tuple(np.stack([a, a, a]) for a in op.args)
+  assert_same(exported.call(*args), np.asarray(jax.jit(fn)(*args)))
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_export_with_a_symbolic_data_dim_names_it(op):
+  """A symbolic dim inside the operator's own shapes is not supported
+  (docs/semantics.md#configurations): the operator's TypeError names it."""
+  (rows,) = jax.export.symbolic_shape("rows")
+  data, *rest = (np.asarray(a) for a in op.args)
+  specs = [jax.ShapeDtypeStruct((rows,) + data.shape[1:], data.dtype)]
+  specs += [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in rest]
+  named = r": data shape\[0\] must be an int, got _DimExpr rows($|\n)"
+  with pytest.raises(TypeError, match=named):
+    jax.export.export(jax.jit(op.fn))(*specs)
+
+
 def test_checkify_still_reports_dropped_scatter_tuples():
   checked = checkify.checkify(
     jax.jit(jaxops.scatter_nd_update), errors=checkify.user_checks
