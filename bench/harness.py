@@ -368,18 +368,28 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
   )
 
 
+def _compared(
+  leaves: Sequence[np.ndarray], ref_leaves: Sequence[np.ndarray]
+) -> tuple[str | None, list[str]]:
+  """(how the first output that differs from the reference's differs, or
+  None; the detail of each output compared until then)."""
+  if len(leaves) != len(ref_leaves):
+    return f"{len(leaves)} outputs, the reference {len(ref_leaves)}", []
+  details = []
+  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
+    ok, detail = _same_bits(a, b)
+    if not ok:
+      return f"output {i}: {detail}", details
+    details.append(detail)
+  return None, details
+
+
 def first_difference(
   leaves: Sequence[np.ndarray], ref_leaves: Sequence[np.ndarray]
 ) -> str | None:
   """How the first output that differs from the reference's differs, or
   None when every output has the same bits."""
-  if len(leaves) != len(ref_leaves):
-    return f"{len(leaves)} outputs, the reference {len(ref_leaves)}"
-  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-    ok, detail = _same_bits(a, b)
-    if not ok:
-      return f"output {i}: {detail}"
-  return None
+  return _compared(leaves, ref_leaves)[0]
 
 
 def compare_outputs(
@@ -393,22 +403,13 @@ def compare_outputs(
 
   Returns one record per output array, for the JSON file.
   """
-  if len(leaves) != len(ref_leaves):
-    raise BitExactError(
-      f"{case.key}: {name} returns {len(leaves)} arrays, {ref} "
-      f"{len(ref_leaves)}"
-    )
-  checks = []
-  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-    ok, detail = _same_bits(a, b)
-    if not ok:
-      raise BitExactError(
-        f"{case.key}: output {i} of {name} differs from {ref}: {detail}"
-      )
-    checks.append(
-      {"variant": name, "reference": ref, "output": str(i), "result": detail}
-    )
-  return checks
+  difference, details = _compared(leaves, ref_leaves)
+  if difference is not None:
+    raise BitExactError(f"{case.key}: {name} differs from {ref}: {difference}")
+  return [
+    {"variant": name, "reference": ref, "output": str(i), "result": detail}
+    for i, detail in enumerate(details)
+  ]
 
 
 def check_bit_exact(
