@@ -150,6 +150,16 @@ def _transparent_hugepages() -> str | None:
     return None
 
 
+def scatter_order() -> str:
+  """Which path the scatters with repeated targets take in this run
+  (docs/semantics.md#repeat-order)."""
+  from jaxops import _order
+
+  if jax.default_backend() == "cpu" and not _order.constructed_only():
+    return "serial (XLA:CPU's scatter)"
+  return "constructed"
+
+
 def environment(threads: int, mode: str) -> dict[str, Any]:
   import jaxlib
 
@@ -181,6 +191,7 @@ def environment(threads: int, mode: str) -> dict[str, Any]:
     "jaxops": jaxops.__version__,
     "x64": bool(jax.config.jax_enable_x64),
     "backend": jax.default_backend(),
+    "scatter_order": scatter_order(),
     "device_kind": device.device_kind,
     "device_count": jax.device_count(),
     "cpu_count": os.cpu_count(),

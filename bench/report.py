@@ -135,6 +135,7 @@ def _header(results: dict) -> list[str]:
     f"{'on' if env.get('x64') else 'off'} | {env['cpu_count']} CPUs "
     f"({env['cpu_model']}) | allocator **{mode}**"
     + (f" ({detail})" if detail else "")
+    + f" | repeated targets: **{env.get('scatter_order', 'constructed')}**"
     + " | peers: "
     + ", ".join(f"{k} {v}" for k, v in env["peers"].items())
     + f" ({env['peer_threads']} threads) | load average "

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common, _export, _fill, _values
+from jaxops import _checks, _common, _export, _fill, _order, _values
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -160,6 +160,7 @@ _gather_linear = linear_custom_jvp(
   nondiff_argnums=(2, 3, 4, 5, 6),
   linear_argnums=(0,),
   tangent_nondiff=lambda a, b, mode, fill_value, tangent: (a, b, mode, 0, True),
+  gather=True,
 )
 
 
@@ -262,13 +263,16 @@ def gather(
     b,
     gather_mode,
     0 if fill_value is None else fill_value,
+    _order.constructed_only(),
   )
 
 
 # Jitted so that an eager call compiles one program per signature (see
 # jaxops._gather_nd); inlined under an outer transformation.
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
-def _prepare_and_gather(data, indices, axis, batch_dims, mode, fill_value):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _prepare_and_gather(
+  data, indices, axis, batch_dims, mode, fill_value, constructed
+):
   indices = _common.prepare_indices(indices, data.shape[axis])
   if mode == FILL and indices.size:
     # The fill-mode gather only ever reads in range; checkify.index_checks
@@ -277,7 +281,7 @@ def _prepare_and_gather(data, indices, axis, batch_dims, mode, fill_value):
       indices[..., None], data.shape, (axis,)
     )[..., 0]
   return _gather_linear(
-    data, indices, axis, batch_dims, mode, fill_value, False
+    data, indices, axis, batch_dims, mode, fill_value, False, constructed
   )
 
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _checks, _common, _export, _fill, _values
+from jaxops import _checks, _common, _export, _fill, _order, _values
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -123,6 +123,7 @@ _gather_elements = linear_custom_jvp(
   nondiff_argnums=(2, 3, 4, 5),
   linear_argnums=(0,),
   tangent_nondiff=lambda axis, mode, fill_value, tangent: (axis, mode, 0, True),
+  gather=True,
 )
 
 
@@ -179,14 +180,19 @@ def gather_elements(
   fill_value = _values.static_fill_value(fill_value, OP, data.dtype)
   _common.check_concrete_bounds(indices, data.shape[a], OP)
   return _prepare_and_gather(
-    data, _values.index_array(indices), a, gather_mode, fill_value
+    data,
+    _values.index_array(indices),
+    a,
+    gather_mode,
+    fill_value,
+    _order.constructed_only(),
   )
 
 
 # Jitted so that an eager call compiles one program per signature (see
 # jaxops._gather_nd); inlined under an outer transformation.
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _prepare_and_gather(data, indices, axis, mode, fill_value):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _prepare_and_gather(data, indices, axis, mode, fill_value, constructed):
   indices = _common.prepare_indices(indices, data.shape[axis])
   if mode == lax.GatherScatterMode.FILL_OR_DROP:
     # The fill-mode gather only ever reads in range; checkify.index_checks
@@ -195,7 +201,9 @@ def _prepare_and_gather(data, indices, axis, mode, fill_value):
       indices[..., None], data.shape, (axis,)
     )[..., 0]
   indices = _common.batched_like(indices, data)
-  return _gather_elements(data, indices, axis, mode, fill_value, False)
+  return _gather_elements(
+    data, indices, axis, mode, fill_value, False, constructed
+  )
 
 
 # Export primitive (docs/export.md#gather-elements) ---------------------------

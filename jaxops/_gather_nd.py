@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxops import _checks, _common, _export, _fill, _values
+from jaxops import _checks, _common, _export, _fill, _order, _values
 from jaxops._common import (
   ArrayLike,
   IntLike,
@@ -135,6 +135,7 @@ _gather_nd = linear_custom_jvp(
   nondiff_argnums=(2, 3, 4, 5),
   linear_argnums=(0,),
   tangent_nondiff=lambda b, mode, fill_value, tangent: (b, mode, 0, True),
+  gather=True,
 )
 
 
@@ -203,15 +204,22 @@ def gather_nd(
   k = indices.shape[-1]
   _common.check_concrete_bounds(indices, data.shape[b : b + k], OP)
   return _prepare_and_gather(
-    data, _values.index_array(indices), b, gather_mode, fill_value
+    data,
+    _values.index_array(indices),
+    b,
+    gather_mode,
+    fill_value,
+    _order.constructed_only(),
   )
 
 
 # Jitted so that an eager call compiles one program per signature instead of
 # dispatching (and compiling) each index-normalization op separately; under an
 # outer jit/vmap/grad it is simply inlined.
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _prepare_and_gather(
+  data, indices, batch_dims, mode, fill_value, constructed
+):
   k = indices.shape[-1]
   dims = tuple(range(batch_dims, batch_dims + k))
   sizes = data.shape[batch_dims : batch_dims + k]
@@ -220,7 +228,9 @@ def _prepare_and_gather(data, indices, batch_dims, mode, fill_value):
     # The fill-mode gather only ever reads in range; checkify.index_checks
     # still reports the tuple that was out of range.
     indices = _checks.checked_gather_indices(indices, data.shape, dims)
-  return _gather_nd(data, indices, batch_dims, mode, fill_value, False)
+  return _gather_nd(
+    data, indices, batch_dims, mode, fill_value, False, constructed
+  )
 
 
 # Export primitive (docs/export.md#gather-nd) ---------------------------------

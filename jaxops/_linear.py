@@ -17,15 +17,19 @@ update's target (docs/design.md#fold-cost).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from jaxops import _common
+from jaxops import _common, _order, _reduce
+from jaxops._duplicates import int_dtype_for
 
 
 def linear_custom_jvp(
@@ -34,6 +38,7 @@ def linear_custom_jvp(
   *,
   linear_argnums: Sequence[int],
   tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
+  gather: bool = False,
 ) -> Callable[..., jax.Array]:
   """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
 
@@ -45,6 +50,12 @@ def linear_custom_jvp(
     tangent_nondiff: maps the static arguments to the ones the tangent uses,
       e.g. a fill value of 0 for out-of-range reads (the primal's fill value
       is a constant, so its tangent is 0). Default: the same.
+    gather: `fn(data, indices, *static)` is a gather (each output element
+      reads at most one data element, linear in data only), whose transpose
+      scatter-adds into repeated elements: `ordered_gather` transposes it.
+      The returned function then takes one more static argument, last:
+      `_order.constructed_only()`, read by the caller outside its `jit`
+      (whose traces, and their derivatives, are cached).
 
   Returns:
     The custom-JVP function. When the linear arguments are integer or bool
@@ -59,7 +70,14 @@ def linear_custom_jvp(
   """
   nondiff = tuple(nondiff_argnums)
   linear = frozenset(linear_argnums)
-  wrapped = jax.custom_jvp(fn, nondiff_argnums=nondiff)
+  if gather:
+    # The order switch, after fn's own arguments.
+    flag = max(nondiff) + 1
+    wrapped = jax.custom_jvp(
+      lambda *args: fn(*args[:flag]), nondiff_argnums=nondiff + (flag,)
+    )
+  else:
+    wrapped = jax.custom_jvp(fn, nondiff_argnums=nondiff)
 
   def merge(static, arrays):
     args, static, arrays = [], list(static), list(arrays)
@@ -69,6 +87,8 @@ def linear_custom_jvp(
 
   def jvp(*args):
     *static, primals, tangents = args
+    if gather:
+      *static, constructed = static
     out = fn(*merge(static, primals))
     positions = [
       p for p in range(len(static) + len(primals)) if p not in nondiff
@@ -83,10 +103,78 @@ def linear_custom_jvp(
     tangent_static = (
       static if tangent_nondiff is None else (tangent_nondiff(*static))
     )
+    if gather:
+      tangent_fn = functools.partial(
+        _with_static, fn, merge, tuple(tangent_static)
+      )
+      data_dot, indices = tangent_args
+      return out, ordered_gather(
+        tangent_fn, data_dot, indices, out, constructed=constructed
+      )
     return out, fn(*merge(tangent_static, tangent_args))
 
   wrapped.defjvp(jvp)
   return wrapped
+
+
+def _with_static(fn, merge, static, *arrays):
+  return fn(*merge(static, arrays))
+
+
+# --- the transpose of a gather, in order ------------------------------------
+
+
+def ordered_gather(
+  gather: Callable[..., jax.Array],
+  data: jax.Array,
+  indices: jax.Array,
+  like: jax.Array,
+  *,
+  constructed: bool,
+) -> jax.Array:
+  """`gather(data, indices)`, linear in `data`, whose transpose sums the
+  cotangents of repeated reads in order on every platform (`jaxops._order`):
+  on CPU JAX's transpose, XLA's scatter-add (serial there); elsewhere, and
+  on CPU too where `constructed`, the sorted fold of `_reduce.reduce_rows`,
+  never a float scatter-add over repeated indices. `like` has the result's
+  type (the primal output)."""
+  size = math.prod(data.shape)
+  if int_dtype_for(size + 1) is None:
+    return gather(data, indices)  # No element id fits an index type.
+  in_order = functools.partial(_gather_in_order, gather, jax.typeof(like))
+  return _order.by_platform(
+    gather, in_order, data, indices, only_constructed=constructed
+  )
+
+
+def _gather_in_order(gather, out_aval, data, indices):
+  (out,) = transposable(
+    functools.partial(_gather_apply, gather),
+    functools.partial(_gather_transpose, gather, data.shape),
+    indices,
+    (data,),
+    [out_aval],
+  )
+  return out
+
+
+def _gather_apply(gather, indices, data):
+  return (gather(data, indices),)
+
+
+def _gather_transpose(gather, shape, indices, ct):
+  """Each output element's cotangent summed into the data element it read
+  (found by gathering element ids, 0 for a fill), in output order."""
+  size = math.prod(shape)
+  zeros = jnp.zeros((size, 1), ct.dtype)
+  if size == 0 or ct.size == 0:
+    return (zeros.reshape(shape),)
+  dtype = int_dtype_for(size + 1)
+  ids = (lax.iota(dtype, size) + np.asarray(1, dtype)).reshape(shape)
+  read = gather(ids, indices).reshape(-1)
+  target = jnp.where(read > 0, read - 1, np.asarray(size, dtype))
+  out = _reduce.reduce_rows(zeros, target, ct.reshape(-1, 1), "sum")
+  return (out.reshape(shape),)
 
 
 # --- a linear function with its own transpose ------------------------------

@@ -246,6 +246,7 @@ def folds(dtype: Any, reduction: str) -> bool:
     "use_init_val",
     "unique_indices",
     "test_ascending",
+    "serial",
   ),
 )
 def reduce_rows(
@@ -256,13 +257,16 @@ def reduce_rows(
   use_init_val: bool = True,
   unique_indices: bool = False,
   test_ascending: bool = True,
+  serial: bool = False,
 ) -> jax.Array:
   """`data` (slots, R) with `updates` (n, R) reduced in at `target` (n,).
 
   `target` is a signed int array; the value `slots` (or any value out of
   [0, slots)) drops the update. `test_ascending=False` sorts without first
-  testing whether the targets ascend (docs/design.md#presorted). Returns
-  (slots, R).
+  testing whether the targets ascend (docs/design.md#presorted).
+  `serial=True` reduces float repeats with XLA's scatter, in index order on
+  CPU only (`jaxops._order`), instead of the sorted fold. Returns (slots,
+  R).
   """
   slots, r = data.shape
   n = target.shape[0]
@@ -298,6 +302,58 @@ def reduce_rows(
     if reduction == "mean":
       rows = rows / np.asarray(1 + int(use_init_val), dtype)
     return _write(data, target, rows, valid)
+  if serial:
+    return _serial(data, target, updates, reduction, use_init_val)
+  return _folded(data, target, updates, reduction, use_init_val, test_ascending)
+
+
+def _serial(data, target, updates, reduction, use_init_val):
+  """Float sum/sub/prod/mean by XLA's scatter: in index order on CPU."""
+  slots = data.shape[0]
+  dtype = data.dtype
+  if not use_init_val:
+    hit = targeted(target, slots)[:, None]
+    data = jnp.where(hit, neutral(reduction, dtype), data)
+  if reduction == "prod":
+    return _serial_prod(data, target, updates)
+  if reduction == "sub":
+    updates = -updates
+  out = data.at[target].add(updates, mode="drop", wrap_negative_indices=False)
+  if reduction != "mean":
+    return out
+  count = _counts(target, slots)[:, None]
+  # At least 1: an untargeted slot's quotient is not taken, but its
+  # derivative would be (0 / 0).
+  divisor = jnp.maximum(count + int(use_init_val), 1).astype(dtype)
+  # A divisor that depends on the sum, as in `_folded`: XLA:CPU rewrites
+  # `x / broadcast(c)` into `x * broadcast(1 / c)`, which rounds otherwise.
+  mean = out / jnp.where(jnp.isnan(out), np.ones((), dtype), divisor)
+  return jnp.where(count > 0, mean, data)
+
+
+@jax.custom_jvp
+def _serial_prod(data, target, updates):
+  return data.at[target].multiply(
+    updates, mode="drop", wrap_negative_indices=False
+  )
+
+
+@_serial_prod.defjvp
+def _serial_prod_jvp(primals, tangents):
+  # JAX has no derivative of a multiply-scatter with repeated indices: the
+  # tangent is the fold's (products of the others from sorted scans).
+  data, target, updates = primals
+  data_dot, _, updates_dot = tangents
+  fold = lambda d, u: _folded(d, target, u, "prod", True, True)
+  _, tangent = jax.jvp(fold, (data, updates), (data_dot, updates_dot))
+  return _serial_prod(data, target, updates), tangent
+
+
+def _folded(data, target, updates, reduction, use_init_val, test_ascending):
+  """Float sum/sub/prod/mean in serial order by construction: the sort and
+  the fold (`jaxops._fold`)."""
+  slots, r = data.shape
+  dtype = data.dtype
   lay = _fold.layout(target, slots, test_ascending)
   if reduction == "sub":
     updates = -updates

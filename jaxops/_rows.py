@@ -1,13 +1,22 @@
-"""`write_rows`: the unique row write ScatterNDUpdate's default ends with,
-batched by flattening (docs/design.md#batched-write).
+"""`write_rows`: the row write that ScatterNDUpdate's default and
+ScatterElementsUpdate's `none` end with, batched by flattening
+(docs/design.md#batched-write).
 
-`write_rows(data, rows, updates)` is `data.at[rows].set(updates,
-mode="drop", unique_indices=True)` on data viewed as rows. Under `vmap`,
-JAX's scatter batching rule writes with (batch, row) index pairs; this
-primitive's rule writes the batch's rows as one array of `batch * S` rows
-with one linear index each (a row out of its member's range stays dropped),
-which XLA:CPU scatters about 1.4x as fast. Linear in (data, updates), with
-its own jvp and transpose (a zeroing write and a gather).
+`write_rows(data, rows, updates, serial)` is `data.at[rows].set(updates,
+mode="drop")` on data viewed as rows. With `serial=False` the in-range rows
+are unique (a winner search redirected the losers out of range) and the
+write promises it. With `serial=True` rows may repeat and the write relies
+on XLA:CPU applying the updates in index order, so that the last one wins:
+it is only ever built for CPU (`jaxops._order`).
+
+Under `vmap`, JAX's scatter batching rule writes with (batch, row) index
+pairs; this primitive's rule writes the batch's rows as one array of
+`batch * S` rows with one linear index each (a row out of its member's range
+stays dropped, and each member's updates keep their order), which XLA:CPU
+scatters about 1.4x as fast. Linear in (data, updates), with its own jvp and
+transpose: a zeroing write and a gather of the winners' cotangents; a serial
+write finds its winners by the same serial rule, one integer scatter of the
+update positions (the last one stays).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from jaxops._common import batch_in_front, vary_alike
+from jaxops._common import batch_in_front, float0_zeros, vary_alike
 from jaxops._duplicates import int_dtype_for
 from jaxops._export import is_int
 
@@ -27,32 +36,60 @@ write_rows_p = Primitive("jaxops_write_rows")
 
 
 def write_rows(
-  data: jax.Array, rows: jax.Array, updates: jax.Array
+  data: jax.Array, rows: jax.Array, updates: jax.Array, serial: bool = False
 ) -> jax.Array:
   """`data` (S, ...) with `updates` (n, ...) written at `rows` (n,), signed
-  ints, unique among those in [0, S); the others are dropped."""
-  return write_rows_p.bind(*vary_alike(data, rows, updates))
+  ints; rows out of [0, S) are dropped. In range, rows are unique unless
+  `serial` (then the last update of a row wins, on CPU only)."""
+  return write_rows_p.bind(*vary_alike(data, rows, updates), serial=serial)
 
 
-def _write_impl(data, rows, updates):
+def _write_impl(data, rows, updates, *, serial):
   return data.at[rows].set(
-    updates, mode="drop", unique_indices=True, wrap_negative_indices=False
+    updates,
+    mode="drop",
+    unique_indices=not serial,
+    wrap_negative_indices=False,
   )
 
 
-def _write_jvp(primals, tangents):
+def _write_jvp(primals, tangents, *, serial):
   data, rows, updates = primals
   data_dot, _, updates_dot = tangents
-  out = write_rows(data, rows, updates)
+  out = write_rows(data, rows, updates, serial)
+  if not jnp.issubdtype(data.dtype, jnp.inexact):
+    return out, float0_zeros(out.shape)
   tangent = write_rows(
-    ad.instantiate_zeros(data_dot), rows, ad.instantiate_zeros(updates_dot)
+    ad.instantiate_zeros(data_dot),
+    rows,
+    ad.instantiate_zeros(updates_dot),
+    serial,
   )
   return out, tangent
 
 
-def _write_transpose(ct, data, rows, updates):
+def last_wins(rows: jax.Array, slots: int) -> jax.Array:
+  """`rows` with every row but the last of its value redirected out of
+  range (to -1): the winners of a serial write, found by the serial rule
+  itself (one integer scatter of positions; XLA:CPU keeps the last)."""
+  n = rows.shape[0]
+  position = lax.iota(np.int32, n)
+  table = (
+    jnp.full((slots,), -1, np.int32)
+    .at[rows]
+    .set(position, mode="drop", wrap_negative_indices=False)
+  )
+  won = table.at[rows].get(mode="fill", fill_value=-1) == position
+  return jnp.where(won, rows, np.asarray(-1, rows.dtype))
+
+
+def _write_transpose(ct, data, rows, updates, *, serial):
   if type(ct) is ad.Zero:
     return [None, None, None]
+  # An eager backward may hand over a NumPy cotangent, which has no `.at`.
+  ct = jnp.asarray(ct)
+  if serial:
+    rows = last_wins(rows, ct.shape[0])
   ct_data = ct_updates = None
   if ad.is_undefined_primal(data):
     ct_data = write_rows(ct, rows, jnp.zeros(updates.aval.shape, ct.dtype))
@@ -66,14 +103,15 @@ def _write_transpose(ct, data, rows, updates):
   return [ct_data, None, ct_updates]
 
 
-def _write_batch(args, dims):
+def _write_batch(args, dims, *, serial):
   size, (data, rows, updates) = batch_in_front(args, dims)
   slots, n = data.shape[1], rows.shape[1]
   # JAX's batching where the flat row index would overflow, or where the
   # batch is a symbolic dim (`jax.export`), whose range is unknown.
   dtype = int_dtype_for(size * slots) if is_int(size) else None
   if dtype is None:
-    return jax.vmap(_write_impl)(data, rows, updates), 0
+    impl = lambda d, r, u: _write_impl(d, r, u, serial=serial)
+    return jax.vmap(impl)(data, rows, updates), 0
   first_row = lax.broadcasted_iota(dtype, rows.shape, 0) * np.asarray(
     slots, dtype
   )
@@ -83,12 +121,13 @@ def _write_batch(args, dims):
     data.reshape((size * slots,) + data.shape[2:]),
     flat.reshape(size * n),
     updates.reshape((size * n,) + updates.shape[2:]),
+    serial,
   )
   return out.reshape(data.shape), 0
 
 
-write_rows_p.def_impl(jax.jit(_write_impl))
-write_rows_p.def_abstract_eval(lambda data, rows, updates: data)
+write_rows_p.def_impl(jax.jit(_write_impl, static_argnames="serial"))
+write_rows_p.def_abstract_eval(lambda data, rows, updates, *, serial: data)
 mlir.register_lowering(write_rows_p, mlir.lower_fun(_write_impl, False))
 ad.primitive_jvps[write_rows_p] = _write_jvp
 ad.primitive_transposes[write_rows_p] = _write_transpose

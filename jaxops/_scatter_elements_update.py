@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -29,6 +30,7 @@ from jaxops import (
   _duplicates,
   _export,
   _linear,
+  _order,
   _reduce,
   _values,
 )
@@ -40,6 +42,7 @@ from jaxops._common import (
   op_error,
   shape_str,
 )
+from jaxops._rows import write_rows
 
 OP = "ScatterElementsUpdate-12"
 REDUCTIONS = ("none", "sum", "prod", "min", "max", "mean")
@@ -138,15 +141,23 @@ def _targets(
 
 
 def _none(data, target, updates, strategy):
-  """Last update of each slot wins: losers redirected out of range."""
+  """Last update of each slot wins: losers redirected out of range, or,
+  on CPU, XLA's serial write (`jaxops._order`)."""
+  if strategy is None:
+    return write_rows(data, target, updates)
+  serial = functools.partial(write_rows, serial=True)
+  constructed = functools.partial(_write_last, strategy=strategy)
+  return _order.by_platform(serial, constructed, data, target, updates)
+
+
+def _write_last(data, target, updates, strategy):
+  """The write with the losers redirected out of range by the winner
+  search (the winner among dropped updates writes to `slots`, dropped
+  too)."""
   slots = data.shape[0]
-  if strategy is not None:
-    # The winner among dropped updates writes to `slots`, dropped too.
-    last = _duplicates.last_of_targets(target, slots, strategy)
-    target = jnp.where(last, target, slots + lax.iota(target.dtype, len(last)))
-  return data.at[target].set(
-    updates, mode="drop", unique_indices=True, wrap_negative_indices=False
-  )
+  last = _duplicates.last_of_targets(target, slots, strategy)
+  target = jnp.where(last, target, slots + lax.iota(target.dtype, len(last)))
+  return write_rows(data, target, updates)
 
 
 def scatter_elements_update(
@@ -254,12 +265,11 @@ def scatter_elements_update(
     use_init_val=bool(use_init_val),
     unique_indices=bool(unique_indices),
   )
-  folds = _reduce.folds(data.dtype, reduction)
-  by = functools.partial(
+  folds = _reduce.folds(data.dtype, reduction) and not unique_indices
+  by: Callable[..., jax.Array] = functools.partial(
     _by_elements
     if (
-      unique_indices
-      or not folds
+      not folds
       or not _rows_span_data(data.shape, indices.shape, axis)
       or n < ROWS_MIN_ELEMENTS
     )
@@ -268,6 +278,15 @@ def scatter_elements_update(
     mode=scatter_mode,
     reduce=reduce,
   )
+  if folds:
+    # Repeated targets: XLA:CPU's serial scatter, or the sorted fold.
+    serial = functools.partial(
+      _by_elements,
+      axis=axis,
+      mode=scatter_mode,
+      reduce=functools.partial(reduce, serial=True),
+    )
+    by = _order.ordered(serial, by)
   if _reduce.transposes_by_gather(data.dtype, reduction):
     # A gather for its transpose instead of the fold's transpose through
     # both branches of the row test (docs/design.md#fold-cost).

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -30,7 +31,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxops import _checks, _common, _duplicates, _export, _reduce, _values
+from jaxops import (
+  _checks,
+  _common,
+  _duplicates,
+  _export,
+  _order,
+  _reduce,
+  _values,
+)
 from jaxops._common import ArrayLike, Shape, ShapeLike, op_error, shape_str
 from jaxops._linear import linear_custom_jvp, linear_with_transpose
 from jaxops._rows import write_rows
@@ -228,9 +237,10 @@ def _targets(
 
 
 def _reduce_tuples(
-  data, tuples, updates, *, sizes, mode, reduction, unique_indices
+  data, tuples, updates, *, sizes, mode, reduction, unique_indices, serial=False
 ):
-  """The reduction of `updates` (n, ...) into data at `tuples` (n, k)."""
+  """The reduction of `updates` (n, ...) into data at `tuples` (n, k);
+  `serial`: as for `_reduce.reduce_rows`."""
   n = tuples.shape[0]
   out = _reduce.reduce_rows(
     data.reshape(math.prod(sizes), -1),
@@ -238,6 +248,7 @@ def _reduce_tuples(
     updates.reshape(n, -1),
     reduction,
     unique_indices=unique_indices,
+    serial=serial,
   )
   return out.reshape(data.shape)
 
@@ -296,7 +307,8 @@ def scatter_nd_update(
       the same target. It skips the duplicate resolution (one scatter, no
       winner search); a broken promise gives an unspecified winner.
     _strategy: private; the duplicate resolution to use instead of
-      `jaxops._duplicates.choose_strategy` (tests force each one).
+      `jaxops._duplicates.choose_strategy`, on every platform (tests force
+      each one).
 
   Returns:
     Array of data's shape and dtype.
@@ -342,13 +354,19 @@ def scatter_nd_update(
     return data
   if reduction != "none":
     tuples = jnp.reshape(_values.index_array(indices), (n, k))
-    reduce = functools.partial(
+    reduce: Callable[..., jax.Array] = functools.partial(
       _reduce_tuples,
       sizes=sizes,
       mode=scatter_mode,
       reduction=reduction,
       unique_indices=bool(unique_indices),
     )
+    if _reduce.folds(data.dtype, reduction) and not unique_indices:
+      # Repeated targets: XLA:CPU's serial scatter, or the sorted fold.
+      reduce = _order.ordered(
+        functools.partial(reduce, serial=True),
+        functools.partial(reduce, serial=False),
+      )
     if _reduce.transposes_by_gather(data.dtype, reduction):
       # Transposed by a gather, not through the fold and the layout's
       # gathers and writes (docs/design.md#fold-cost).
@@ -361,23 +379,70 @@ def scatter_nd_update(
     # Every tuple addresses all of data: the last one wins.
     return updates[n - 1]
 
-  strategy = None
-  if not unique_indices and n > 1:
-    strategy = _strategy or _duplicates.choose_strategy(n, sizes)
-  indices = _scatter_indices(
-    jnp.reshape(_values.index_array(indices), (n, k)),
-    sizes,
-    scatter_mode,
-    strategy,
+  tuples = jnp.reshape(_values.index_array(indices), (n, k))
+  if unique_indices or n == 1:
+    return _write_unique(data, tuples, updates, sizes, scatter_mode)
+  constructed = functools.partial(
+    _write_last,
+    sizes=sizes,
+    mode=scatter_mode,
+    strategy=_strategy or _duplicates.choose_strategy(n, sizes),
   )
-  # Redirected tuples must be dropped; clipped or promised ones are in range.
+  if _duplicates.int_dtype_for(math.prod(sizes)) is None:
+    # No row index holds the slots: the coordinates' sort (COLUMNS).
+    return constructed(data, tuples, updates)
+  serial = functools.partial(_write_serial, sizes=sizes, mode=scatter_mode)
+  return _order.by_platform(
+    serial,
+    constructed,
+    data,
+    tuples,
+    updates,
+    # A forced strategy is a test of the constructed path.
+    only_constructed=True if _strategy is not None else None,
+  )
+
+
+def _write_unique(data, tuples, updates, sizes, mode):
+  """The write of tuples that cannot repeat (promised, or only one)."""
+  indices = _scatter_indices(tuples, sizes, mode, None)
+  # Dropped tuples must be dropped; clipped or promised ones are in range.
   final_mode = (
-    lax.GatherScatterMode.FILL_OR_DROP
-    if strategy is not None
-    or scatter_mode == lax.GatherScatterMode.FILL_OR_DROP
+    mode
+    if mode == lax.GatherScatterMode.FILL_OR_DROP
     else lax.GatherScatterMode.PROMISE_IN_BOUNDS
   )
   return _scatter_unique(data, indices, updates, final_mode)
+
+
+def _write_last(data, tuples, updates, *, sizes, mode, strategy):
+  """Last tuple wins by construction: the losers are redirected out of
+  range by the winner search, and the write promises unique indices."""
+  indices = _scatter_indices(tuples, sizes, mode, strategy)
+  return _scatter_unique(
+    data, indices, updates, lax.GatherScatterMode.FILL_OR_DROP
+  )
+
+
+def _write_serial(data, tuples, updates, *, sizes, mode):
+  """Last tuple wins because XLA:CPU writes in index order: one write of
+  the rows, repeats and all (`jaxops._order`)."""
+  rows = _serial_rows(tuples, sizes, mode)
+  shape = data.shape
+  flat = data.reshape((math.prod(sizes),) + shape[len(sizes) :])
+  return write_rows(flat, rows, updates, serial=True).reshape(shape)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _serial_rows(
+  indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
+) -> jax.Array:
+  """The linear row of each tuple (n,) after `mode`; -1 where dropped."""
+  indices, in_bounds = _in_range(indices, sizes, mode)
+  dtype = _duplicates.int_dtype_for(math.prod(sizes))
+  valid = jnp.where(in_bounds[:, None], indices, np.zeros((), indices.dtype))
+  rows = _common.linear_index(valid, sizes, dtype)
+  return jnp.where(in_bounds, rows, np.asarray(-1, dtype))
 
 
 # Export primitive (docs/export.md#scatter-nd-update) -------------------------

@@ -23,6 +23,7 @@ import hypothesis
 import jax
 import pytest
 
+from jaxops import _order
 from tests.support import modes
 
 MODES = ("x32", "x64")
@@ -92,6 +93,15 @@ def jax_mode(request):
   """The x64 mode of this test run: "x32", "x64", or None (not switched)."""
   with modes.x64_mode(getattr(request, "param", None)) as mode:
     yield mode
+
+
+@pytest.fixture
+def constructed(monkeypatch):
+  """Scatters with repeated targets take the constructed path on CPU too
+  (`JAXOPS_SCATTER_ORDER=constructed`, docs/semantics.md#repeat-order): for
+  tests of that path's own machinery (winner searches, the sorted fold). The
+  switch is read when tracing: such tests trace functions of their own."""
+  monkeypatch.setenv(_order.ENV_VAR, "constructed")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,75 +1,35 @@
-"""Determinism by construction, checked structurally: no scatter in any
-reduction path (nor in `none`'s duplicate resolution) can depend on the order
-in which a backend applies repeated indices.
+"""Determinism by construction where the backend is not serial, checked
+structurally: on every platform but CPU no scatter in any path with repeated
+targets -- ScatterNDUpdate's default, every reduction of both scatters, the
+gathers' transposes -- can depend on the order in which a backend applies
+repeated indices (docs/semantics.md#repeat-order).
 
-For every path, both x64 modes, under jit, vmap, grad, jvp and hessian, the
-jaxpr (sub-jaxprs included) and the lowered StableHLO are walked: every
-scatter either promises `unique_indices` or combines with an operation whose
-result is independent of order on its dtype -- integer add/mul/min/max, or bool
-or/and/xor (docs/design.md#scatter-reductions). The same rule makes the
-results equal on CPU, GPU and TPU, which this project cannot run.
+For every path, both x64 modes, under jit, vmap, grad, jvp and hessian:
+the jaxpr with the constructed path forced on CPU (`JAXOPS_SCATTER_ORDER`;
+sub-jaxprs included) and the StableHLO `jax.export` lowers for CUDA are
+walked: every scatter either promises `unique_indices` or combines with an
+operation whose result is independent of order on its dtype -- integer
+add/mul/min/max, or bool or/and/xor (docs/design.md#scatter-reductions).
+The same rule makes the results equal on GPU and TPU, which this project
+cannot run. On CPU, XLA's serial scatter is relied on instead, and
+tests/test_serial_cpu.py is its tripwire.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 
 import jax
 import numpy as np
 import pytest
 
 import jaxops
+from jaxops import _order
 from jaxops import _scatter_elements_update as _seu
-
-ORDER_FREE = {"scatter-add", "scatter-mul", "scatter-min", "scatter-max"}
-HLO_ORDER_FREE = {"add", "multiply", "maximum", "minimum", "or", "and", "xor"}
-
-
-def _subjaxprs(value):
-  if isinstance(value, jax.extend.core.ClosedJaxpr):
-    yield value.jaxpr
-  elif isinstance(value, jax.extend.core.Jaxpr):
-    yield value
-  elif isinstance(value, (tuple, list)):
-    for item in value:
-      yield from _subjaxprs(item)
-
-
-def _order_dependent_scatters(jaxpr, found):
-  for eqn in jaxpr.eqns:
-    name = eqn.primitive.name
-    if name.startswith("scatter"):
-      dtype = eqn.outvars[0].aval.dtype
-      exact = np.issubdtype(dtype, np.integer) or dtype == np.bool_
-      if not eqn.params.get("unique_indices") and not (
-        name in ORDER_FREE and exact
-      ):
-        found.append(f"{name} {eqn.outvars[0].aval.str_short()}")
-    for value in eqn.params.values():
-      for sub in _subjaxprs(value):
-        _order_dependent_scatters(sub, found)
-  return found
-
-
-_SCATTER = re.compile(
-  r'"stablehlo\.scatter"\(.*?<\{(?P<attrs>.*?)\}> \(\{\s*\^bb0\(%\w+: '
-  r"tensor<(?P<dtype>\w+)>.*?\):(?P<body>.*?)stablehlo\.return",
-  re.S,
+from tests.support.scatter_order import (
+  order_dependent_hlo,
+  order_dependent_scatters,
 )
-
-
-def _order_dependent_hlo(text):
-  found = []
-  for m in _SCATTER.finditer(text):
-    if "unique_indices = true" in m["attrs"]:
-      continue
-    ops = set(re.findall(r"stablehlo\.(\w+)", m["body"]))
-    integer = re.fullmatch(r"u?i\d+", m["dtype"]) is not None
-    if not (integer and ops and ops <= HLO_ORDER_FREE):
-      found.append(f"{m['dtype']} {sorted(ops)}")
-  return found
-
 
 ND = ("sum", "sub", "prod", "min", "max")
 ELEMENTS = ("none", "sum", "prod", "min", "max", "mean")
@@ -110,11 +70,29 @@ def _calls():
           np.ones((6, 3), dtype),
         )
 
+  # The gathers: their transposes sum the cotangents of repeated reads.
+  data = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)
+  gathers = {
+    "gather_nd": lambda d: jaxops.gather_nd(d, nd_idx),
+    "gather_elements": lambda d: jaxops.gather_elements(d, el_idx, axis=0),
+    "gather": lambda d: jaxops.gather(d, nd_idx[:, 0], axis=0),
+  }
+  for name, gather in gathers.items():
+    yield (
+      f"{name}-float32",
+      functools.partial(lambda d, u, g: g(d) * u, g=gather),
+      data,
+      np.ones(np.shape(gather(data)), np.float32),
+    )
+
 
 CALLS = {name: (fn, d, u) for name, fn, d, u in _calls()}
 
 
 def _transforms(fn, data, updates):
+  # A new function: jit caches traces by function, and the order switch is
+  # read when tracing.
+  fn = functools.partial(fn)
   yield "jit", jax.jit(fn), (data, updates)
   batched = (np.stack([data, data]), np.stack([updates, updates]))
   yield "vmap", jax.jit(jax.vmap(fn)), batched
@@ -136,6 +114,17 @@ def _transforms(fn, data, updates):
     yield "hessian", jax.jit(jax.hessian(square, (0, 1))), (data, updates)
 
 
+@pytest.fixture
+def constructed(monkeypatch):
+  """The constructed path on CPU too (`jaxops._order`)."""
+  monkeypatch.setenv(_order.ENV_VAR, "constructed")
+
+
+def _cuda_hlo(wrapped, args):
+  """The StableHLO of `wrapped` lowered for CUDA (the default path)."""
+  return jax.export.export(wrapped, platforms=("cuda",))(*args).mlir_module()
+
+
 @pytest.mark.parametrize("name", CALLS)
 def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):
   # Shared-index rows at any size: both branches of ScatterElementsUpdate's
@@ -143,11 +132,10 @@ def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
   fn, data, updates = CALLS[name]
   for transform, wrapped, args in _transforms(fn, data, updates):
-    jaxpr = jax.make_jaxpr(wrapped)(*args)
-    assert _order_dependent_scatters(jaxpr.jaxpr, []) == [], transform
-    hlo = wrapped.lower(*args).as_text()
+    hlo = _cuda_hlo(wrapped, args)
     # Not vacuous (hessians of min/max are constant, and the gradient of a
-    # float sum or sub is a gather: no scatter left).
+    # float sum or sub is a gather: no scatter left; nor has a gather's
+    # forward pass).
     _, reduction, *_ = name.split("-")
     linear_grad = reduction in ("sum", "sub")
     assert (
@@ -155,8 +143,14 @@ def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):
       or transform == "hessian"
       or (transform.endswith("grad") and linear_grad)
       or (data.dtype != np.float32)
+      or (name.startswith("gather") and transform in ("jit", "vmap", "jvp"))
     )
-    assert _order_dependent_hlo(hlo) == [], transform
+    assert order_dependent_hlo(hlo) == [], transform
+  # The switch is read when tracing: new functions, traced anew.
+  monkeypatch.setenv(_order.ENV_VAR, "constructed")
+  for transform, wrapped, args in _transforms(fn, data, updates):
+    jaxpr = jax.make_jaxpr(wrapped)(*args)
+    assert order_dependent_scatters(jaxpr.jaxpr, []) == [], transform
 
 
 def test_the_walkers_see_an_order_dependent_scatter():
@@ -166,10 +160,8 @@ def test_the_walkers_see_an_order_dependent_scatter():
 
   args = (np.zeros(3, np.float32), np.ones(2, np.float32))
   jaxpr = jax.make_jaxpr(jax.jit(plain))(*args)
-  assert _order_dependent_scatters(jaxpr.jaxpr, []) == [
-    "scatter-add float32[3]"
-  ]
-  assert _order_dependent_hlo(jax.jit(plain).lower(*args).as_text()) == [
+  assert order_dependent_scatters(jaxpr.jaxpr, []) == ["scatter-add float32[3]"]
+  assert order_dependent_hlo(jax.jit(plain).lower(*args).as_text()) == [
     "f32 ['add']"
   ]
 
@@ -187,7 +179,7 @@ _GG_SHARED = np.broadcast_to(_GG_INDICES[:, :1], (9, 3))
   [(r, i) for r in ("sum", "prod", "mean") for i in ("shared", "varying")],
 )
 def test_grad_of_grad_folds_segments_in_a_fixed_order(
-  reduction, indices, monkeypatch
+  reduction, indices, monkeypatch, constructed
 ):
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
   # Reverse over reverse transposes the fold's transpose: `spread_p`, whose
@@ -209,5 +201,5 @@ def test_grad_of_grad_folds_segments_in_a_fixed_order(
   allowed = {
     f"scatter-add float32[{shape}]" for shape in ("4,3", "12,1", "9,3", "27,1")
   }
-  found = set(_order_dependent_scatters(jaxpr.jaxpr, []))
+  found = set(order_dependent_scatters(jaxpr.jaxpr, []))
   assert found <= allowed, found - allowed

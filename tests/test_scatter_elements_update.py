@@ -363,6 +363,7 @@ def test_unique_indices_promise_gives_the_same_result(reduction):
 
 
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+@pytest.mark.usefixtures("constructed")
 def test_long_runs_fold_in_documented_chunks(reduction, monkeypatch):
   # Runs up to CHUNK are serial; beyond, chunks fold serially, then their
   # results (docs/semantics.md#reduction-order).
@@ -459,8 +460,9 @@ def _shared_case(rng, data_shape, axis, dtype, mode, m=13):
 
 
 @pytest.fixture
-def rows_at_any_size(monkeypatch):
-  """The row fold's branch for the small shapes of these tests."""
+def rows_at_any_size(monkeypatch, constructed):
+  """The row fold's branch (of the constructed path) for the small shapes
+  of these tests."""
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
 
 
@@ -585,6 +587,7 @@ def test_the_fold_skips_the_sort_of_ascending_targets():
 
 
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+@pytest.mark.usefixtures("constructed")
 def test_ascending_indices_fold_as_sorted_ones(reduction, monkeypatch):
   # The fold over ascending indices, with the sort skipped, gives the bits of
   # the serial reference, and its gradients the bits of the sorted path.
@@ -616,6 +619,7 @@ def test_ascending_indices_fold_as_sorted_ones(reduction, monkeypatch):
 
 
 @pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("constructed")
 def test_the_graph_layer_compiles_one_loop_per_test(monkeypatch):
   # Each test over the indices (shared rows, ascending targets, the fold's
   # longest run) is one variadic reduce, which XLA:CPU leaves whole; a plain

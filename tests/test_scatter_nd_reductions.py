@@ -127,6 +127,7 @@ def test_x32_clip_does_not_wrap_values_beyond_int32(reduction):
 
 @pytest.mark.parametrize("run", range(1, 6))
 @pytest.mark.parametrize("reduction", ("sum", "prod"))
+@pytest.mark.usefixtures("constructed")
 def test_constant_arguments_fold_every_update(reduction, run):
   # Constants of the jitted function, so that XLA evaluates the fold's loop
   # while compiling. With its counter stepping by two ranks, XLA:CPU

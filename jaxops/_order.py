@@ -1,0 +1,67 @@
+"""Serial where the backend is serial: who orders a scatter's repeated
+targets (docs/design.md#serial-cpu, docs/semantics.md#repeat-order).
+
+XLA:CPU applies a scatter's updates one at a time, in index order: a float
+`.at[].add` equals NumPy's `np.add.at` bit for bit and `.at[].set` keeps the
+last duplicate, at any size (tests/test_serial_cpu.py fails the day that
+changes). So on CPU every scatter whose targets may repeat -- the default
+ScatterNDUpdate, ScatterElementsUpdate `none`, the float sum/sub/prod/mean
+reductions, the gathers' transposes -- is XLA's scatter as it is. On every
+other platform (GPU atomics, TPU) repeated targets are resolved by
+construction: last-wins by a winner search, the sorted fold, unique-index
+writes.
+
+`by_platform` is the one switch. It lowers `serial` for CPU and
+`constructed` for every other platform (`lax.platform_dependent`, so a
+program compiled for CPU holds only the plain scatter, and `jax.export` for
+several platforms holds both). `JAXOPS_SCATTER_ORDER=constructed` in the
+environment forces the constructed path on CPU too; it is read when a
+function is traced (set it before the first call of a jitted function).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from jax import lax
+
+ENV_VAR = "JAXOPS_SCATTER_ORDER"
+VALUES = ("platform", "constructed")
+
+
+def constructed_only() -> bool:
+  """Whether `JAXOPS_SCATTER_ORDER=constructed` forces the constructed
+  path on every platform (the default, `platform`, serial on CPU)."""
+  value = os.environ.get(ENV_VAR, "platform")
+  if value not in VALUES:
+    raise ValueError(
+      f"jaxops: {ENV_VAR}={value!r} must be one of {VALUES} "
+      "(docs/semantics.md#repeat-order)"
+    )
+  return value == "constructed"
+
+
+def by_platform(
+  serial: Callable[..., Any],
+  constructed: Callable[..., Any],
+  *args: Any,
+  only_constructed: bool | None = None,
+) -> Any:
+  """`serial(*args)` where XLA applies a scatter's updates in index order
+  (CPU), `constructed(*args)` on every other platform and wherever
+  `only_constructed` (default: `constructed_only()`, read now; a caller
+  inside a cached inner `jit` reads it outside and passes it). Both must
+  return the same types."""
+  if constructed_only() if only_constructed is None else only_constructed:
+    return constructed(*args)
+  return lax.platform_dependent(*args, cpu=serial, default=constructed)
+
+
+def ordered(
+  serial: Callable[..., Any], constructed: Callable[..., Any]
+) -> Callable[..., Any]:
+  """`by_platform` of the two, as one function of the arrays."""
+  return functools.partial(by_platform, serial, constructed)

@@ -1,0 +1,209 @@
+"""Serial where the backend is serial (docs/design.md#serial-cpu).
+
+jaxops relies on XLA:CPU applying a scatter's updates one at a time in index
+order (`jaxops._order`). The tripwire: XLA's own scatter, on sizes a parallel
+emitter would split, bit-equal to NumPy's serial references for add,
+multiply and set, under jit and vmap, on float32 and float64; each failure
+says what broke and how to route CPU to the constructed path. Then what the
+switch builds: a program compiled for CPU holds only the plain scatter (no
+sort, no loop, no repeat test, on the optimized HLO), a program exported
+for CUDA or TPU holds the constructed path, and one exported for several
+platforms carries both and runs right on CPU; the environment switch forces
+the constructed path on CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+import jaxops
+from jaxops import _order
+from tests.support import reductions
+from tests.support.asserts import assert_same
+from tests.support.scatter_order import order_dependent_hlo
+
+pytestmark = pytest.mark.lowest_versions
+
+# 4M updates into 16 slots: far beyond any work split a parallel emitter
+# would make, and 250k repeats per slot, so that every order shows.
+UPDATES = 1 << 22
+SLOTS = 16
+
+BROKEN = (
+  "XLA's CPU scatter no longer applies updates serially in index order "
+  "({what}). jaxops' CPU path (jaxops/_order.py) relies on it: route CPU "
+  "to the constructed path (make `by_platform` return `constructed` on "
+  "every platform) and record the change in docs/design.md#serial-cpu. "
+  "Users get that path today with JAXOPS_SCATTER_ORDER=constructed."
+)
+
+
+def _serial_case(dtype, op):
+  rng = np.random.default_rng([UPDATES, SLOTS, op == "mul"])
+  target = rng.integers(0, SLOTS, UPDATES).astype(np.int32)
+  if op == "mul":
+    # Factors near 1: 250k of them per slot stay finite, and round.
+    updates = 1 + rng.standard_normal(UPDATES) * 1e-3
+  else:
+    updates = rng.standard_normal(UPDATES) * 100
+  data = rng.standard_normal(SLOTS)
+  return data.astype(dtype), target, updates.astype(dtype)
+
+
+def _serial_reference(data, target, updates, op):
+  out = data.copy()
+  if op == "add":
+    np.add.at(out, target, updates)
+  elif op == "mul":
+    np.multiply.at(out, target, updates)
+  else:
+    # The last update of each slot, found without relying on any order.
+    slots, last = np.unique(target[::-1], return_index=True)
+    out[slots] = updates[::-1][last]
+  return out
+
+
+def _plain(data, target, updates, op):
+  ref = data.at[target]
+  if op == "add":
+    return ref.add(updates, mode="drop")
+  if op == "mul":
+    return ref.multiply(updates, mode="drop")
+  return ref.set(updates, mode="drop")
+
+
+DTYPES = {
+  "float32": pytest.param(np.float32),
+  "float64": pytest.param(np.float64, marks=pytest.mark.jax_modes("x64")),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
+@pytest.mark.parametrize("op", ["add", "mul", "set"])
+def test_xla_cpu_scatter_is_serial(op, dtype):
+  data, target, updates = _serial_case(dtype, op)
+  want = _serial_reference(data, target, updates, op)
+  if op != "set":
+    # Not vacuous: the same updates in another order give other bits.
+    order = np.random.default_rng(0).permutation(UPDATES)
+    shuffled = _serial_reference(data, target[order], updates[order], op)
+    assert not np.array_equal(shuffled, want)
+  plain = jax.jit(functools.partial(_plain, op=op))
+  got = np.asarray(plain(data, target, updates))
+  assert np.array_equal(got, want), BROKEN.format(what=f"jit, {op}")
+  # Under vmap: two members of half the updates each, in one scatter.
+  half = UPDATES // 2
+  batched = jax.jit(jax.vmap(functools.partial(_plain, op=op)))
+  got = np.asarray(
+    batched(
+      np.stack([data, data[::-1]]),
+      target.reshape(2, half),
+      updates.reshape(2, half),
+    )
+  )
+  for member, start in ((0, data), (1, data[::-1])):
+    part = slice(member * half, (member + 1) * half)
+    want = _serial_reference(start, target[part], updates[part], op)
+    assert np.array_equal(got[member], want), BROKEN.format(what=f"vmap, {op}")
+
+
+# Every scatter whose targets may repeat, as (name, call, args): the paths
+# `jaxops._order` switches.
+_RNG = np.random.default_rng(7)
+_DATA = _RNG.standard_normal((64, 8)).astype(np.float32)
+_ROWS = _RNG.integers(0, 64, (4096, 1))
+_ROW_UPDATES = _RNG.standard_normal((4096, 8)).astype(np.float32)
+_ELEMENTS = _RNG.integers(0, 64, (4096, 8))
+PATHS = {
+  "scatter_nd_update-none": lambda d, u: jaxops.scatter_nd_update(d, _ROWS, u),
+  **{
+    f"scatter_nd_update-{r}": functools.partial(
+      lambda d, u, r: jaxops.scatter_nd_update(d, _ROWS, u, reduction=r), r=r
+    )
+    for r in ("sum", "sub", "prod")
+  },
+  **{
+    f"scatter_elements_update-{r}": functools.partial(
+      lambda d, u, r: jaxops.scatter_elements_update(
+        d, _ELEMENTS, u, reduction=r
+      ),
+      r=r,
+    )
+    for r in ("none", "sum", "prod", "mean")
+  },
+}
+
+
+def _fresh(fn):
+  # The switch is read when tracing, and jit caches traces by function.
+  return jax.jit(lambda d, u: fn(d, u))
+
+
+def _counts(text):
+  return {op: text.count(op) for op in ("sort", "while", "conditional")}
+
+
+def _exported(fn, platforms):
+  exported = jax.export.export(_fresh(fn), platforms=platforms)
+  return exported(_DATA, _ROW_UPDATES)
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_cpu_program_is_the_plain_scatter(name):
+  fn = PATHS[name]
+  # The plain scatter, whose result depends on XLA:CPU's order ...
+  assert order_dependent_hlo(_exported(fn, ("cpu",)).mlir_module())
+  # ... alone: no winner search, sort, loop or repeat test is compiled.
+  compiled = _fresh(fn).lower(_DATA, _ROW_UPDATES).compile().as_text()
+  assert _counts(compiled) == {"sort": 0, "while": 0, "conditional": 0}
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_export_carries_both_paths(name):
+  fn = PATHS[name]
+  for platform in ("cuda", "tpu"):
+    text = _exported(fn, (platform,)).mlir_module()
+    assert order_dependent_hlo(text) == [], platform
+  both = _exported(fn, ("cpu", "cuda", "tpu"))
+  assert order_dependent_hlo(both.mlir_module())  # The CPU branch.
+  assert_same(both.call(_DATA, _ROW_UPDATES), fn(_DATA, _ROW_UPDATES))
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_switch_forces_the_constructed_path_on_cpu(name, monkeypatch):
+  fn = PATHS[name]
+  serial = np.asarray(fn(_DATA, _ROW_UPDATES))
+  monkeypatch.setenv(_order.ENV_VAR, "constructed")
+  lowered = _fresh(fn).lower(_DATA, _ROW_UPDATES)
+  assert order_dependent_hlo(lowered.as_text()) == []
+  # Runs of 64 updates per slot: both paths are the serial order.
+  assert_same(lowered.compile()(_DATA, _ROW_UPDATES), serial)
+
+
+def test_switch_rejects_unknown_values(monkeypatch):
+  monkeypatch.setenv(_order.ENV_VAR, "serial")
+  with pytest.raises(ValueError, match="JAXOPS_SCATTER_ORDER='serial'"):
+    jaxops.scatter_nd_update(_DATA, _ROWS, _ROW_UPDATES)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "prod"])
+def test_cpu_reductions_are_serial_beyond_a_chunk(reduction):
+  # 5000 updates into one slot: longer than the constructed path's chunk,
+  # still the serial order on CPU.
+  rng = np.random.default_rng(3)
+  data = rng.standard_normal(2).astype(np.float32)
+  indices = np.zeros((5000, 1), np.int32)
+  if reduction == "prod":
+    updates = (1 + rng.standard_normal(5000) * 1e-2).astype(np.float32)
+  else:
+    updates = (rng.standard_normal(5000) * 10).astype(np.float32)
+  want = reductions.np_scatter_nd_reduce(data, indices, updates, reduction)
+  reduce = lambda d, u: jaxops.scatter_nd_update(
+    d, indices, u, reduction=reduction
+  )
+  assert_same(reduce(data, updates), want)
+  assert_same(jax.jit(reduce)(data, updates), want)
