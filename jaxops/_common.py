@@ -7,14 +7,14 @@ and a reduction on the (possibly traced) index array. The rules they apply
 (error form, static attributes, index dtypes, negative and out-of-range
 indices) are in docs/semantics.md.
 
-Shapes may hold the symbolic dims of `jax.export` (`shape_dims`, docs/
-export.md#symbolic-dims). A symbolic dim is at least 1 and otherwise any size
-its dimension values hold: int64 with x64 on, int32 with it off (jax.export
-computes every dim in that type). Every choice made here from a size takes,
-for a symbolic one, a path valid for all of them: `provable` decides a
-comparison only where it holds for every size, `dim_values` turns sizes into
-run-time values, and `prepare_indices` normalizes indices in the dimension
-values' width against run-time bounds.
+Shapes may hold the symbolic dims of `jax.export` (`shape_dims`,
+docs/export.md#symbolic-dims). A symbolic dim is at least 1 and otherwise
+any size its dimension values hold: int64 with x64 on, int32 with it off
+(jax.export computes every dim in that type). Every choice made here from a
+size takes, for a symbolic one, a path valid for all of them: `provable`
+decides a comparison only where it holds for every size, `dim_values` turns
+sizes into run-time values, and `prepare_indices` normalizes indices in the
+dimension values' width against run-time bounds.
 """
 
 from __future__ import annotations
@@ -338,8 +338,8 @@ def prepare_indices(indices: jax.Array, sizes: Any) -> jax.Array:
   become int64 with x64 on: a negative index wraps to `i + size`, which may
   pass int32) and the wrapped indices are clipped into `[-1, size]`, a bound
   computed at run time: an in-range index is unchanged, any other stays out
-  of range and within every type XLA may narrow it to (docs/export.md#
-  symbolic-index-widths).
+  of range and within every type XLA may narrow it to
+  (docs/export.md#symbolic-index-widths).
   """
   dtype = indices.dtype
   scalar = not isinstance(sizes, Sequence)

@@ -467,13 +467,14 @@ def _symbolic_cases() -> dict[str, Symbolic]:
       ),
       out_of_range=True,
     ),
-    # Gather-8: batch dims, the dims before the axis, the axis, indices' own
-    # dims; its default fill reads zeros out of range, eagerly too. Clip.
+    # Gather-8: batch dims, the dims before and after the axis, the axis,
+    # indices' own dims; its default fill reads zeros out of range, eagerly
+    # too. Clip.
     "gather": Symbolic(
       p(jaxops.gather, axis=2, batch_dims=1),
-      ("b, c, c, 2", "b, c"),
+      ("b, c, c, b", "b, c"),
       lambda b, c: (
-        _data((b, c, c, 2)),
+        _data((b, c, c, b)),
         _indices((b, c), c, b, out_of_range=True),
       ),
     ),
@@ -509,8 +510,8 @@ def _symbolic_cases() -> dict[str, Symbolic]:
         step=[2, -3],
         axes=[2, 0],
       ),
-      ("b, 3, c",),
-      lambda b, c: (_data((b, 3, c)),),
+      ("b, c, c",),
+      lambda b, c: (_data((b, c, c)),),
     ),
     "slice_extremes": Symbolic(
       p(
@@ -686,6 +687,28 @@ SYMBOLIC_ERRORS = {
     r"\['b'\]",
   ),
 }
+
+
+def test_concrete_indices_against_a_symbolic_dim():
+  """Concrete indices (closed over) raise IndexError against a symbolic dim
+  only where they are out of range for every size it can take; otherwise
+  `mode` applies at run time, as for traced indices."""
+  indices = np.array([[5], [-2]])
+  fn = jax.jit(lambda d: jaxops.gather_nd(d, indices, mode="clip"))
+  spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 2"), np.float32)
+  exported = jax.export.export(fn)(spec)
+  for n in (2, 7):
+    data = _data((n, 2))
+    assert_same(exported.call(data), data[np.clip([5, n - 2], 0, n - 1)])
+  with pytest.raises(IndexError, match="5 is out of range"):
+    fn(_data((2, 2)))
+  shape = jax.export.symbolic_shape("b, 2", constraints=("b <= 5",))
+  with pytest.raises(
+    IndexError,
+    match=r"^GatherND-8: indices\[0, 0\]=5 is out of range for a dim of "
+    r"size b \(valid",
+  ):
+    jax.export.export(fn)(jax.ShapeDtypeStruct(shape, np.float32))
 
 
 @pytest.mark.parametrize("name", SYMBOLIC_ERRORS)
