@@ -27,6 +27,8 @@ from jax._src import checkify as _checkify
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from jaxops._common import along_last_axis, dim_values
+
 _checked_indices_p = Primitive("jaxops_checked_indices")
 
 
@@ -57,9 +59,14 @@ def _abstract_eval(indices, *, sizes, message):
   return indices
 
 
+def _upper(indices, sizes):
+  """`sizes` in the indices' dtype along their last axis (run-time values
+  where sizes are symbolic)."""
+  return along_last_axis(dim_values(sizes, indices.dtype), indices.ndim)
+
+
 def _in_bounds(indices, sizes):
-  upper = np.asarray(sizes, np.int64).astype(indices.dtype)
-  upper = upper.reshape((1,) * (indices.ndim - 1) + (len(sizes),))
+  upper = _upper(indices, sizes)
   zero = np.zeros((), indices.dtype)
   return jnp.all((indices >= zero) & (indices < upper))
 
@@ -68,8 +75,7 @@ def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
   if isinstance(message, tuple):  # checked_gather_indices
     operand_shape, dims = message
     if _checkify.OOBError in enabled_errors:
-      upper = np.asarray(sizes, np.int64).astype(indices.dtype)
-      upper = upper.reshape((1,) * (indices.ndim - 1) + (len(sizes),))
+      upper = _upper(indices, sizes)
       oob = (indices < np.zeros((), indices.dtype)) | (indices >= upper)
       payload = _checkify.oob_payload(oob, indices, dims, operand_shape)
       error = _checkify.assert_func(

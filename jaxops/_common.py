@@ -1,18 +1,27 @@
 """Helpers shared by every operator: error formatting, static-attribute
-canonicalization and index normalization.
+canonicalization, shapes with symbolic dims and index normalization.
 
 Everything here runs at trace time on Python values and shapes, except
 `prepare_indices` and `linear_index`, which emit a few cheap elementwise ops
 and a reduction on the (possibly traced) index array. The rules they apply
 (error form, static attributes, index dtypes, negative and out-of-range
 indices) are in docs/semantics.md.
+
+Shapes may hold the symbolic dims of `jax.export` (`shape_dims`,
+docs/export.md#symbolic-dims). A symbolic dim is at least 1 and otherwise
+any size its dimension values hold: int64 with x64 on, int32 with it off
+(jax.export computes every dim in that type). Every choice made here from a
+size takes, for a symbolic one, a path valid for all of them: `provable`
+decides a comparison only where it holds for every size, `dim_values` turns
+sizes into run-time values, and `prepare_indices` normalizes indices in the
+dimension values' width against run-time bounds.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import jax
@@ -20,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-Shape = tuple[int, ...]
+# A shape's dims: ints, and the symbolic dims of jax.export (`shape_dims`).
+Shape = tuple[Any, ...]
 # Public argument types. Arrays: NumPy or JAX arrays, tracers, Python scalars
 # and (nested) lists. Static attributes: a Python or NumPy int; a sequence of
 # ints (list, tuple or concrete 1-D array); a mask as 0/1 entries or an int
@@ -111,6 +121,84 @@ def static_shape(shape: Any, op: str, name: str) -> Shape:
   if any(d < 0 for d in dims):
     raise op_error(op, f"{name} shape {dims} has a negative dim")
   return dims
+
+
+def is_symbolic(dim: Any) -> bool:
+  """Whether a dim is a symbolic dim of `jax.export` rather than an int."""
+  return jax.export.is_symbolic_dim(dim)
+
+
+def shape_dims(shape: Any, op: str, name: str) -> Shape:
+  """Canonicalizes a shape given to a shape rule whose dims may be symbolic.
+
+  Ints must be >= 0, as in `static_shape`; a symbolic dim of `jax.export`
+  (at least 1 by jax.export's rule) passes through as it is, for the rule to
+  carry or to decide on with `provable`.
+  """
+  if isinstance(shape, Sequence) and any(map(is_symbolic, shape)):
+    return tuple(
+      d if is_symbolic(d) else static_shape((d,), op, f"{name}[{i}]")[0]
+      for i, d in enumerate(shape)
+    )
+  return static_shape(shape, op, name)
+
+
+def concrete_dim(dim: Any, op: str, what: str) -> int:
+  """`dim`, or the operator's TypeError saying that `what` (a dim the rule
+  needs as a number, e.g. "indices shape[-1] (the index tuple length)")
+  must be concrete where jax.export gave a symbolic dim."""
+  if is_symbolic(dim):
+    raise op_error(
+      op,
+      f"{what} must be an int, got the symbolic dim {dim}: it is static "
+      "(export with a concrete size there)",
+      TypeError,
+    )
+  return dim
+
+
+def provable(
+  compare: Callable[[Any, Any], Any], left: Any, right: Any
+) -> bool | None:
+  """`compare(left, right)` of dims (an `operator` comparison): True or
+  False where it holds or fails for every size of the symbolic dims in it,
+  None where it depends on them (`jax.errors.
+  InconclusiveDimensionOperation`). Equality of symbolic dims is False
+  unless it always holds (jax.export's rule)."""
+  try:
+    return bool(compare(left, right))
+  except jax.errors.InconclusiveDimensionOperation:
+    return None
+
+
+def symbolic_constraint_hint(*dims: Any) -> str:
+  """The advice for a rule that holds for some sizes of symbolic dims only
+  (empty where every dim is an int)."""
+  names = sorted({str(d) for d in dims if is_symbolic(d)})
+  if not names:
+    return ""
+  return (
+    f"; it must hold for every size of the symbolic dims {names}: give "
+    "jax.export.symbolic_shape the constraint that makes it so"
+  )
+
+
+def dim_values(sizes: Sequence[Any], dtype: Any) -> Any:
+  """The 1-D `sizes` as values of the integer `dtype`: a NumPy constant
+  where all are ints (exact: the int64 value cast), else a JAX array whose
+  symbolic entries are computed at run time (`jnp.asarray` of a symbolic dim
+  is its value, in the dimension values' type)."""
+  if not any(map(is_symbolic, sizes)):
+    return np.asarray(sizes, dtype=np.int64).astype(dtype)
+  return jnp.stack(
+    [lax.convert_element_type(jnp.asarray(d), dtype) for d in sizes]
+  )
+
+
+def dim_value_bits() -> int:
+  """The width of jax.export's dimension values in this x64 mode (64 or
+  32): every symbolic dim's size fits a signed integer of that width."""
+  return jnp.iinfo(jax.dtypes.canonicalize_dtype(np.int64)).bits
 
 
 def canonicalize_axis(
@@ -228,7 +316,7 @@ def canonicalize_mode(
   return lax.GatherScatterMode.from_any("fill" if mode == "drop" else mode)
 
 
-def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
+def prepare_indices(indices: jax.Array, sizes: Any) -> jax.Array:
   """Casts narrow index dtypes up, wraps negative indices and clips huge ones.
 
   `sizes` are the data dims that `indices[..., j]` index (broadcast along the
@@ -244,18 +332,36 @@ def prepare_indices(indices: jax.Array, sizes: Sequence[int]) -> jax.Array:
   and drop-mode scatter convert indices to the narrowest int type holding the
   operand's dims, which wraps 2**32 + 1 around to 1, an in-range index. After
   the clip such an index is still out of range, so `mode` treats it as one.
+
+  A symbolic size may be anything its dimension value holds, so there the
+  indices are first widened to the dimension values' width (int32 indices
+  become int64 with x64 on: a negative index wraps to `i + size`, which may
+  pass int32) and the wrapped indices are clipped into `[-1, size]`, a bound
+  computed at run time: an in-range index is unchanged, any other stays out
+  of range and within every type XLA may narrow it to
+  (docs/export.md#symbolic-index-widths).
   """
   dtype = indices.dtype
-  if jnp.iinfo(dtype).bits < 32:
-    indices = indices.astype(jnp.int32)
+  scalar = not isinstance(sizes, Sequence)
+  sizes = (sizes,) if scalar else tuple(sizes)
+  symbolic = any(map(is_symbolic, sizes))
+  bits = jnp.iinfo(dtype).bits
   unsigned = jnp.issubdtype(dtype, jnp.unsignedinteger)
+  if symbolic and bits < dim_value_bits():
+    bits = dim_value_bits()
+    indices = indices.astype(jnp.dtype(f"{'u' if unsigned else ''}int{bits}"))
+  elif bits < 32:
+    indices = indices.astype(jnp.int32)
+  bounds = dim_values(sizes, indices.dtype)
+  bounds = bounds[0] if scalar else along_last_axis(bounds, indices.ndim)
   if not unsigned:
-    sizes_arr = np.asarray(sizes, dtype=np.int64).astype(indices.dtype)
-    if sizes_arr.ndim:
-      sizes_arr = along_last_axis(sizes_arr, indices.ndim)
-    indices = jnp.where(indices < 0, indices + sizes_arr, indices)
+    indices = jnp.where(indices < 0, indices + bounds, indices)
+  if symbolic:
+    if unsigned:
+      return jnp.minimum(indices, bounds)
+    return jnp.clip(indices, np.asarray(-1, indices.dtype), bounds)
   int32 = np.iinfo(np.int32)
-  fits_int32 = all(s <= int32.max for s in np.atleast_1d(sizes).tolist())
+  fits_int32 = all(s <= int32.max for s in sizes)
   info = jnp.iinfo(indices.dtype)
   if fits_int32 and info.max > int32.max:
     upper = np.asarray(int32.max, dtype=indices.dtype)
@@ -311,7 +417,7 @@ def along_last_axis(values: np.ndarray, ndim: int) -> Any:
 
 
 def linear_index(
-  indices: jax.Array, sizes: Sequence[int], dtype: Any
+  indices: jax.Array, sizes: Sequence[Any], dtype: Any
 ) -> jax.Array:
   """The row-major linear index, in `dtype`, of each `(..., k)` tuple of
   in-range indices into the dims `sizes`.
@@ -319,21 +425,28 @@ def linear_index(
   One multiply by a constant stride vector and one reduction over the last
   axis, never per-component slices (XLA:CPU emits those as strided scalar
   code inside a consuming gather's loop: docs/design.md#tried-gather-vector).
+  With symbolic sizes the strides are computed at run time.
   """
-  strides = np.cumprod((1,) + tuple(sizes[:0:-1]))[::-1].astype(dtype)
+  if any(map(is_symbolic, sizes)):
+    products = [math.prod(sizes[j + 1 :]) for j in range(len(sizes))]
+    strides = dim_values(products, dtype)
+  else:
+    strides = np.cumprod((1,) + tuple(sizes[:0:-1]))[::-1].astype(dtype)
   terms = indices.astype(dtype) * along_last_axis(strides, indices.ndim)
   return jnp.sum(terms, axis=-1, dtype=dtype)
 
 
 def check_concrete_bounds(
-  indices: Any, sizes: Sequence[int] | int, op: str, name: str = "indices"
+  indices: Any, sizes: Sequence[Any] | Any, op: str, name: str = "indices"
 ) -> None:
   """Raises IndexError for concrete out-of-range indices.
 
   Tracers (anything under jit/vmap/grad) are skipped: jit cannot raise on
   values, so the traced path relies on `mode` and on `checkify`. Concrete jax
   arrays are read back to the host here, which is a sync on the eager path
-  only.
+  only. Against a symbolic size an index raises only where it is out of
+  range for every size the dim can take (`provable`); otherwise `mode`
+  decides at run time, as for traced indices.
   """
   if _is_tracer(indices):
     return
@@ -345,26 +458,51 @@ def check_concrete_bounds(
   values = np.asarray(
     jnp.reshape(indices, rows) if len(shape) > 64 else indices
   ).reshape(rows)
-  if np.issubdtype(values.dtype, np.unsignedinteger):
-    # uint64 values above 2**63 would wrap negative as int64: compare them
-    # unsigned (they are never negative, so only the upper bound applies).
-    sizes_arr = np.asarray(sizes, dtype=np.uint64)
-    values = values.astype(np.uint64)
-    bad = values >= sizes_arr
+  unsigned = np.issubdtype(values.dtype, np.unsignedinteger)
+  # uint64 values above 2**63 would wrap negative as int64: compare them
+  # unsigned (they are never negative, so only the upper bound applies).
+  values = values.astype(np.uint64 if unsigned else np.int64)
+  columns = values.shape[1]
+  per_column = list(sizes) if isinstance(sizes, Sequence) else [sizes]
+  if any(map(is_symbolic, per_column)):
+    per_column = per_column * (columns // len(per_column))
+    bad = np.stack(
+      [
+        _out_of_range(values[:, j], n, unsigned)
+        for j, n in enumerate(per_column)
+      ],
+      axis=1,
+    )
   else:
-    sizes_arr = np.asarray(sizes, dtype=np.int64)
-    values = values.astype(np.int64)
-    bad = (values < -sizes_arr) | (values >= sizes_arr)
+    sizes_arr = np.asarray(sizes, dtype=values.dtype)
+    bad = values >= sizes_arr
+    if not unsigned:
+      bad |= values < -sizes_arr
   if bad.any():
     row, column = (int(p) for p in np.argwhere(bad)[0])
     position = _unravel(row * values.shape[1] + column, shape)
-    size = np.broadcast_to(sizes_arr, values.shape[1:])[column]
+    size = per_column[column if len(per_column) > 1 else 0]
     raise op_error(
       op,
       f"{name}{list(position)}={values[row, column]} is out of range for "
       f"a dim of size {size} (valid: [-s, s-1])",
       IndexError,
     )
+
+
+def _out_of_range(column: np.ndarray, size: Any, unsigned: bool) -> Any:
+  """Which of `column`'s values are out of range for the dim `size`; for a
+  symbolic size, those out of range for every size it can take."""
+  if not is_symbolic(size):
+    bad = column >= np.asarray(size, column.dtype)
+    return bad if unsigned else bad | (column < -size)
+  out = [
+    v
+    for v in np.unique(column).tolist()
+    if provable(operator.ge, v, size)
+    or (not unsigned and provable(operator.lt, v, -size))
+  ]
+  return np.isin(column, np.asarray(out, column.dtype))
 
 
 def fill_value_or_default(fill_value: Any, dtype: Any) -> Any:

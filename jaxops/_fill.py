@@ -30,14 +30,21 @@ twice that).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
-from jaxops._common import along_last_axis, fill_value_or_default, linear_index
+from jaxops._common import (
+  along_last_axis,
+  dim_values,
+  fill_value_or_default,
+  is_symbolic,
+  linear_index,
+  provable,
+)
 
 FILL = lax.GatherScatterMode.FILL_OR_DROP
 
@@ -76,11 +83,12 @@ def _stacks(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> bool:
   """Whether a tuple reads more than one element, where a select over the
   output would redo the per-tuple work for each of them; for one element per
   tuple the stacked operand was slower than a gather and a select
-  (docs/design.md#tried-gather-modes)."""
-  return _slice_elements(data, dnums) > 1
+  (docs/design.md#tried-gather-modes). A symbolic slice size may be 1 or
+  more: the stacked gather, right for both."""
+  return provable(operator.gt, _slice_elements(data, dnums), 1) is not False
 
 
-def _slice_elements(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> int:
+def _slice_elements(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> Any:
   return math.prod(
     n
     for d, n in enumerate(data.shape)
@@ -130,13 +138,22 @@ def _rows(
   # compiled, and one flop where the compare and its conversion are two,
   # which keeps small gathers on XLA:CPU's inline path). Dividing by a vector
   # of different sizes compiles to real divisions: 2.5x slower.
-  sizes_arr = along_last_axis(np.asarray(sizes, unsigned), u.ndim)
-  if k == 1:
+  # A symbolic size is a run-time value: a compare, not a division by it.
+  symbolic = any(map(is_symbolic, sizes))
+  sizes_arr = along_last_axis(dim_values(sizes, unsigned), u.ndim)
+  if k == 1 and not symbolic:
     out_of_range = u[..., 0] // sizes_arr[..., 0]
   else:
     out_of_range = jnp.max((u >= sizes_arr).astype(unsigned), axis=-1)
   slots = math.prod(sizes)
-  if k == 1 or slots > jnp.iinfo(unsigned).max:
+  # Rows of symbolic sizes fit 64 bits (no array has 2**64 elements), not
+  # always 32 (x32 mode's symbolic dims reach 2**31 - 1 each).
+  fits = (
+    jnp.iinfo(unsigned).bits == 64
+    if symbolic
+    else (slots <= jnp.iinfo(unsigned).max)
+  )
+  if k == 1 or not fits:
     return _Rows(data, u, dnums, out_of_range)
   # Unsigned, so an out-of-range tuple's row wraps harmlessly (it is filled).
   rows = linear_index(u, sizes, unsigned)

@@ -92,13 +92,14 @@ def gather_shape(
   `data_shape[:axis] + indices_shape[batch_dims:] + data_shape[axis + 1:]`
   with `axis` and `batch_dims` normalized (a negative `batch_dims` counts
   from `rank(indices)`); `batch_dims <= axis`, and the first `batch_dims`
-  dims of both shapes are equal.
+  dims of both shapes are equal. Every dim may be a symbolic dim of
+  `jax.export` (the batch dims of data and indices then the same dim).
 
   >>> gather_shape((2, 64, 128), (2, 32, 21), axis=1, batch_dims=1)
   (2, 32, 21, 128)
   """
-  data_shape = _common.static_shape(data_shape, OP, "data")
-  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
+  indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   a, b = _attributes(data_shape, indices_shape, axis, batch_dims)
   return data_shape[:a] + indices_shape[b:] + data_shape[a + 1 :]
 
@@ -245,7 +246,7 @@ def gather(
   data = _values.as_data(data, OP)
   indices = _common.as_indices(indices, OP)
   a, b = _attributes(
-    _common.static_shape(data.shape, OP, "data"),
+    _common.shape_dims(data.shape, OP, "data"),
     tuple(indices.shape),
     axis,
     batch_dims,

@@ -44,13 +44,15 @@ def gather_elements_shape(
   Raises ValueError unless both ranks are equal and >= 1, `axis` is in
   `[-r, r-1]` and `indices_shape[d] <= data_shape[d]` for every `d != axis`
   (onnxruntime/torch semantics: a smaller indices dim covers the leading part
-  of data, it is never broadcast).
+  of data, it is never broadcast). Every dim may be a symbolic dim of
+  `jax.export`; `indices_shape[d] <= data_shape[d]` must then hold for
+  every size of them.
 
   >>> gather_elements_shape((3, 3), (2, 3), axis=0)
   (2, 3)
   """
-  data_shape = _common.static_shape(data_shape, OP, "data")
-  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
+  indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   shapes = (
     f"(data shape {shape_str(data_shape)}, "
     f"indices shape {shape_str(indices_shape)})"
@@ -65,11 +67,12 @@ def gather_elements_shape(
     )
   a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
-    if d != a and n_idx > n_data:
+    if d != a and not _common.provable(operator.le, n_idx, n_data):
       raise op_error(
         OP,
         f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-        f"in every dim other than axis={a} {shapes}",
+        f"in every dim other than axis={a} {shapes}"
+        + _common.symbolic_constraint_hint(n_idx, n_data),
       )
   return indices_shape
 

@@ -41,13 +41,15 @@ def gather_nd_shape(
   """Output shape of GatherND-8; raises ValueError for shapes the spec rejects.
 
   `indices_shape[:-1] + data_shape[batch_dims + k:]` with
-  `k = indices_shape[-1]`.
+  `k = indices_shape[-1]`. Every dim may be a symbolic dim of `jax.export`
+  but `k`, the index tuple length (a TypeError); the batch dims of data
+  and indices must then be the same dim.
 
   >>> gather_nd_shape((1000, 256, 10, 15), (25, 125, 3))
   (25, 125, 15)
   """
-  data_shape = _common.static_shape(data_shape, OP, "data")
-  indices_shape = _common.static_shape(indices_shape, OP, "indices")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
+  indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   b = _common.static_int(batch_dims, OP, "batch_dims")
   r, q = len(data_shape), len(indices_shape)
   shapes = (
@@ -71,7 +73,9 @@ def gather_nd_shape(
       f"got {shape_str(data_shape[:b])} vs {shape_str(indices_shape[:b])} "
       f"{shapes}",
     )
-  k = indices_shape[-1]
+  k = _common.concrete_dim(
+    indices_shape[-1], OP, "indices shape[-1] (the index tuple length k)"
+  )
   if b + k > r:
     raise op_error(
       OP,

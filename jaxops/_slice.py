@@ -99,21 +99,27 @@ def plan(
 ) -> _slicing.Plan:
   """The static lowering of a Slice-8 spec on `data_shape`, or the
   operator's trace-time error."""
-  data_shape = _common.static_shape(data_shape, OP, "data")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
   start, stop, step, axes = _spec(
     len(data_shape), start, stop, step, axes, data_shape
   )
-  lo = [0] * len(data_shape)
+  lo: list[Any] = [0] * len(data_shape)
   hi = list(data_shape)
   stride = [1] * len(data_shape)
   count = list(data_shape)
-  reverse = []
+  reverse, reverse_first = [], []
   for axis, b, e, k in zip(axes, start, stop, step):
-    lo[axis], hi[axis], stride[axis], flip, count[axis] = _slicing.slice_dim(
-      data_shape[axis], b, e, k, False, False
+    dim = _slicing.slice_dim(data_shape[axis], b, e, k, False, False)
+    lo[axis], hi[axis], stride[axis], count[axis] = (
+      dim.start,
+      dim.limit,
+      dim.step,
+      dim.count,
     )
-    if flip:
+    if dim.reverse:
       reverse.append(axis)
+    if dim.reverse_first:
+      reverse_first.append(axis)
   return _slicing.Plan(
     data_shape,
     tuple(lo),
@@ -121,6 +127,7 @@ def plan(
     tuple(stride),
     tuple(sorted(reverse)),
     tuple(count),
+    tuple(sorted(reverse_first)),
   )
 
 

@@ -94,7 +94,7 @@ def plan(
 ) -> _slicing.Plan:
   """The static lowering of a spec on `data_shape`, or the operator's
   trace-time error."""
-  data_shape = _common.static_shape(data_shape, OP, "data")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
   begin = _common.static_int_tuple(begin, OP, "begin")
   end = _common.static_int_tuple(end, OP, "end")
   m = len(begin)
@@ -148,7 +148,12 @@ def plan(
   # an ellipsis.
   if not ellipses:
     kinds.append("ellipsis")
-  start, limit, step, reverse, out_shape = [], [], [], [], []
+  start: list[Any] = []
+  limit: list[Any] = []
+  step: list[int] = []
+  reverse: list[int] = []
+  reverse_first: list[int] = []
+  out_shape: list[Any] = []
   dim = 0
   for i, kind in enumerate(kinds):
     if kind == "ellipsis":
@@ -163,13 +168,17 @@ def plan(
     elif kind == "shrink":
       size = data_shape[dim]
       index = begin[i] + size if begin[i] < 0 else begin[i]
-      if not 0 <= index < size:
+      # For a symbolic size, in range for every size it can take.
+      if not (
+        _common.provable(operator.le, 0, index)
+        and _common.provable(operator.lt, index, size)
+      ):
         raise op_error(
           OP,
           f"shrink_axis_mask[{i}] takes the element at begin[{i}]="
           f"{begin[i]}, out of range for data dim {dim} of size {size} "
           f"(valid: [-{size}, {size - 1}]; data shape "
-          f"{shape_str(data_shape)})",
+          f"{shape_str(data_shape)})" + _common.symbolic_constraint_hint(size),
         )
       start.append(index)
       limit.append(index + 1)
@@ -182,7 +191,7 @@ def plan(
           f"strides[{i}]=0: a stride must be nonzero where it is used "
           f"(strides={list(strides)})",
         )
-      lo, hi, k, flip, count = _slicing.slice_dim(
+      sliced = _slicing.slice_dim(
         data_shape[dim],
         begin[i],
         end[i],
@@ -190,12 +199,14 @@ def plan(
         bool(masks["begin_mask"][i]),
         bool(masks["end_mask"][i]),
       )
-      start.append(lo)
-      limit.append(hi)
-      step.append(k)
-      if flip:
+      start.append(sliced.start)
+      limit.append(sliced.limit)
+      step.append(sliced.step)
+      if sliced.reverse:
         reverse.append(dim)
-      out_shape.append(count)
+      if sliced.reverse_first:
+        reverse_first.append(dim)
+      out_shape.append(sliced.count)
       dim += 1
   return _slicing.Plan(
     data_shape,
@@ -204,6 +215,7 @@ def plan(
     tuple(step),
     tuple(reverse),
     tuple(out_shape),
+    tuple(reverse_first),
   )
 
 

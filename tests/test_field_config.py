@@ -8,6 +8,11 @@
 * No effects: nothing in the default path carries an effect, so
   `jax.export` works for every platform list, and a serialized round trip on
   CPU is bit-identical to the direct call, forward, grad, jvp and vmap.
+* Symbolic dims: each operator exported once with symbolic dims in every
+  position its shape rule holds one, called at several sizes (forward, vmap
+  and the gradient through the deserialized function), and the named error
+  where a dim must stay concrete; the scatters' rows assert their error
+  until they take symbolic dims (`NOT_YET_SYMBOLIC`).
 * Permissive user configurations keep working (the suite itself runs strict).
 * Retracing: equivalent static attributes reuse the compiled program.
 * StridedSlice attributes over the whole int64 range.
@@ -389,17 +394,329 @@ def test_export_vmap_over_a_symbolic_batch(op):
   assert_same(exported.call(*args), np.asarray(jax.jit(fn)(*args)))
 
 
-@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
-def test_export_with_a_symbolic_data_dim_names_it(op):
-  """A symbolic dim inside the operator's own shapes is not supported
-  (docs/semantics.md#configurations): the operator's TypeError names it."""
-  (rows,) = jax.export.symbolic_shape("rows")
-  data, *rest = (np.asarray(a) for a in op.args)
-  specs = [jax.ShapeDtypeStruct((rows,) + data.shape[1:], data.dtype)]
-  specs += [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in rest]
-  named = r": data shape\[0\] must be an int, got _DimExpr rows($|\n)"
-  with pytest.raises(TypeError, match=named):
-    jax.export.export(jax.jit(op.fn))(*specs)
+# ---------------------------------------------------------------------------
+# Symbolic dims in the operators' own shapes (docs/export.md#symbolic-dims).
+
+# The operators whose shape rules take no symbolic dim yet: each of their
+# rows asserts the operator's named TypeError instead of the round trip.
+NOT_YET_SYMBOLIC = frozenset({"scatter_nd_update", "scatter_elements_update"})
+
+SIZES = (1, 3, 6)  # of the symbolic dim b, and c = b + 1 (jax.export: >= 1)
+INT32 = np.iinfo(np.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Symbolic:
+  """One call with symbolic dims b and c at some positions of its shapes."""
+
+  fn: Callable[..., jax.Array]  # static attributes closed over
+  shapes: tuple[str, ...]  # a jax.export.symbolic_shape spec per argument
+  args: Callable[[int, int], tuple[np.ndarray, ...]]  # those for sizes b, c
+  diff_argnums: tuple[int, ...] = (0,)
+  # Indices out of range, which an eager call rejects (IndexError).
+  out_of_range: bool = False
+
+  @property
+  def op(self) -> str:
+    fn = self.fn.func if isinstance(self.fn, functools.partial) else self.fn
+    return fn.__name__
+
+
+def _indices(shape, size, seed=0, out_of_range=False, dtype=np.int32):
+  """Indices into a dim of `size`, negative ones included; out of range
+  also below -size, at and beyond size, and the int32 extremes."""
+  rng = np.random.default_rng(seed)
+  if not out_of_range:
+    return rng.integers(-size, size, shape).astype(dtype)
+  values = rng.integers(-2 * size - 1, 2 * size + 1, shape).astype(dtype)
+  extremes = [INT32.min, INT32.max, -size - 1, size, -size, size - 1]
+  flat = values.reshape(-1)
+  flat[: len(extremes)] = extremes[: flat.size]
+  return values
+
+
+def _symbolic_cases() -> dict[str, Symbolic]:
+  p = functools.partial
+  return {
+    # GatherND-8: batch dims, tuples, indexed dims (one of them static) and
+    # the dims after them symbolic; every indexed dim symbolic, out of
+    # range, in fill and clip mode (int64 indices).
+    "gather_nd": Symbolic(
+      p(jaxops.gather_nd, batch_dims=1),
+      ("b, c, 3, c", "b, b, 2"),
+      lambda b, c: (
+        _data((b, c, 3, c)),
+        np.stack([_indices((b, b), c, 1), _indices((b, b), 3, 2)], -1),
+      ),
+    ),
+    "gather_nd_fill": Symbolic(
+      p(jaxops.gather_nd, fill_value=-1.0),
+      ("b, c", "c, 2"),
+      lambda b, c: (
+        _data((b, c)),
+        _indices((c, 2), b, b, out_of_range=True),
+      ),
+      out_of_range=True,
+    ),
+    "gather_nd_clip_int64": Symbolic(
+      p(jaxops.gather_nd, mode="clip"),
+      ("b, 4", "c, 1"),
+      lambda b, c: (
+        _data((b, 4)),
+        _indices((c + 5, 1), b, b, out_of_range=True, dtype=np.int64),
+      ),
+      out_of_range=True,
+    ),
+    # Gather-8: batch dims, the dims before and after the axis, the axis,
+    # indices' own dims; its default fill reads zeros out of range, eagerly
+    # too. Clip.
+    "gather": Symbolic(
+      p(jaxops.gather, axis=2, batch_dims=1),
+      ("b, c, c, b", "b, c"),
+      lambda b, c: (
+        _data((b, c, c, b)),
+        _indices((b, c), c, b, out_of_range=True),
+      ),
+    ),
+    "gather_clip": Symbolic(
+      p(jaxops.gather, axis=-1, mode="clip"),
+      ("3, b", "c + 5"),
+      lambda b, c: (_data((3, b)), _indices((c + 5,), b, out_of_range=True)),
+      out_of_range=True,
+    ),
+    # GatherElements-11/13: the axis, the other dims, indices smaller than
+    # data there (provably), indices' axis dim; fill out of range.
+    "gather_elements": Symbolic(
+      p(jaxops.gather_elements, axis=1, mode="clip"),
+      ("b + 1, c, 4", "b, b, 3"),
+      lambda b, c: (_data((b + 1, c, 4)), _indices((b, b, 3), c, b)),
+    ),
+    "gather_elements_fill": Symbolic(
+      p(jaxops.gather_elements, axis=-1, fill_value=0.5),
+      ("3, b", "2, c + 5"),
+      lambda b, c: (
+        _data((3, b)),
+        _indices((2, c + 5), b, b, out_of_range=True),
+      ),
+      out_of_range=True,
+    ),
+    # Slice-8 and StridedSlice-1: dims sliced forwards and backwards (int64
+    # extremes), kept whole, shrunk, new axes and the ellipsis.
+    "slice": Symbolic(
+      p(
+        jaxops.slice,
+        start=[1, -2],
+        stop=[-1, INT64.min],
+        step=[2, -3],
+        axes=[2, 0],
+      ),
+      ("b, c, c",),
+      lambda b, c: (_data((b, c, c)),),
+    ),
+    "slice_extremes": Symbolic(
+      p(
+        jaxops.slice,
+        start=[INT64.max, -9, INT64.min],
+        stop=[INT64.min, 4, 2**40],
+        step=[-2, 3, INT64.max],
+        axes=[-1, 0, 1],
+      ),
+      ("b, c, b",),
+      lambda b, c: (_data((b, c, b)),),
+    ),
+    "strided_slice": Symbolic(
+      p(
+        jaxops.strided_slice,
+        begin=[-1, 0, 0, 1, 0],
+        end=[0, 0, 0, 2**31, -1],
+        strides=[1, 1, 1, 3, INT64.min],
+        shrink_axis_mask=[1],
+        ellipsis_mask=[0, 1],
+        new_axis_mask=[0, 0, 1],
+        end_mask=[0, 0, 0, 0, 1],
+      ),
+      ("b, 2, c, b, c",),
+      lambda b, c: (_data((b, 2, c, b, c)),),
+    ),
+    "strided_slice_backwards": Symbolic(
+      p(
+        jaxops.strided_slice,
+        begin=[-1, 5, -2],
+        end=[0, -(2**40), 1],
+        strides=[-2, -1, -(2**40)],
+        end_mask=[0, 0, 1],
+      ),
+      ("c, b, b",),
+      lambda b, c: (_data((c, b, b)),),
+    ),
+    # Not yet symbolic: the positions of the scatters' shape rules.
+    "scatter_nd_update_data": Symbolic(
+      p(jaxops.scatter_nd_update),
+      ("b, 4", "2, 1", "2, 4"),
+      lambda b, c: (_data((b, 4)), _indices((2, 1), b), _data((2, 4))),
+      diff_argnums=(0, 2),
+    ),
+    "scatter_nd_update_tuples": Symbolic(
+      p(jaxops.scatter_nd_update),
+      ("5, 4", "b, 1", "b, 4"),
+      lambda b, c: (_data((5, 4)), _indices((b, 1), 5), _data((b, 4))),
+      diff_argnums=(0, 2),
+    ),
+    "scatter_elements_update_sum": Symbolic(
+      p(jaxops.scatter_elements_update, axis=0, reduction="sum"),
+      ("5", "b", "b"),
+      lambda b, c: (_data((5,)), _indices((b,), 5), _data((b,))),
+      diff_argnums=(0, 2),
+    ),
+  }
+
+
+SYMBOLIC = _symbolic_cases()
+
+
+def _specs(shapes, dtypes) -> list[jax.ShapeDtypeStruct]:
+  """The arguments' specs, their symbolic dims in one scope."""
+  scope = jax.export.SymbolicScope()
+  return [
+    jax.ShapeDtypeStruct(jax.export.symbolic_shape(shape, scope=scope), dtype)
+    for shape, dtype in zip(shapes, dtypes)
+  ]
+
+
+def _canonical(args):
+  """Arguments in the dtypes JAX gives them in this x64 mode, as the
+  exported function's signature has them."""
+  return tuple(
+    np.asarray(a).astype(jax.dtypes.canonicalize_dtype(np.asarray(a).dtype))
+    for a in args
+  )
+
+
+def _with_vmap(fn):
+  """`fn` and its vmap over two calls: the arguments, and floats doubled and
+  indices reversed along their first dim."""
+
+  def pair(a):
+    if jnp.issubdtype(a.dtype, jnp.floating):
+      return jnp.stack([a, 2 * a])
+    return jnp.stack([a, jnp.flip(a, 0)])
+
+  def both(*args):
+    return fn(*args), jax.vmap(fn)(*map(pair, map(jnp.asarray, args)))
+
+  return both
+
+
+def _loss(outputs):
+  """A sum of the outputs weighted by small integers: its gradient is exact
+  whatever the order of the sums."""
+  total = 0.0
+  for out in jax.tree.leaves(outputs):
+    weights = (jnp.arange(out.size) % 5 + 1).astype(out.dtype)
+    total = total + jnp.sum(out * weights.reshape(out.shape))
+  return total
+
+
+def _and_gradient(fn, argnums):
+  """`fn` and the gradient of `_loss` of it, as one jitted function."""
+  grad = jax.grad(lambda *a: _loss(fn(*a)), argnums=argnums)
+  return jax.jit(lambda *a: (fn(*a), grad(*a)))
+
+
+@pytest.mark.parametrize("name", SYMBOLIC)
+def test_symbolic_dims_export(name):
+  """Export once (for every platform, with the derivative), serialize,
+  deserialize; at each size, the call, its vmap and its gradient through
+  the deserialized function equal the jitted call bit for bit, and the call
+  the eager one where its indices are in range (an eager call raises for
+  concrete out-of-range indices)."""
+  case = SYMBOLIC[name]
+  fn = _with_vmap(case.fn)
+  export = jax.export.export(jax.jit(fn), platforms=PLATFORMS)
+  specs = _specs(case.shapes, [a.dtype for a in _canonical(case.args(2, 3))])
+  if case.op in NOT_YET_SYMBOLIC:
+    named = (
+      r"^Scatter\w+-\d+: \w+ shape\[\d\] must be an int, got _DimExpr b($|\n)"
+    )
+    with pytest.raises(TypeError, match=named):
+      export(*specs)
+    return
+  restored = jax.export.deserialize(export(*specs).serialize(vjp_order=1))
+  exported = _and_gradient(restored.call, case.diff_argnums)
+  reference = _and_gradient(fn, case.diff_argnums)
+  for b in SIZES:
+    args = _canonical(case.args(b, b + 1))
+    got = exported(*args)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(reference(*args))):
+      assert_same(g, np.asarray(w), f"{name}, b={b}")
+    if not case.out_of_range:
+      assert_same(got[0][0], np.asarray(case.fn(*args)), f"{name}, b={b}")
+
+
+# A dim a rule needs as a number, or a rule that holds for some sizes only.
+SYMBOLIC_ERRORS = {
+  "gather_nd_tuple_length": (
+    jaxops.gather_nd,
+    ("4, 5", "3, b"),
+    TypeError,
+    r"^GatherND-8: indices shape\[-1\] \(the index tuple length k\) must "
+    r"be an int, got the symbolic dim b",
+  ),
+  "gather_nd_batch_dims_differ": (
+    functools.partial(jaxops.gather_nd, batch_dims=1),
+    ("b, 5", "3, 1"),
+    ValueError,
+    r"^GatherND-8: the first batch_dims=1 dims of data and indices must be "
+    r"equal, got \(b,\) vs \(3,\)",
+  ),
+  "gather_elements_indices_may_exceed_data": (
+    functools.partial(jaxops.gather_elements, axis=1),
+    ("4, 5", "b, 5"),
+    ValueError,
+    r"^GatherElements-13: indices.shape\[0\]=b must be <= data.shape\[0\]=4 "
+    r".*; it must hold for every size of the symbolic dims \['b'\]",
+  ),
+  "strided_slice_shrink_may_be_out_of_range": (
+    functools.partial(
+      jaxops.strided_slice, begin=[2], end=[0], shrink_axis_mask=[1]
+    ),
+    ("b, 3",),
+    ValueError,
+    r"^StridedSlice-1: shrink_axis_mask\[0\] takes the element at "
+    r"begin\[0\]=2, out of range for data dim 0 of size b .*symbolic dims "
+    r"\['b'\]",
+  ),
+}
+
+
+def test_concrete_indices_against_a_symbolic_dim():
+  """Concrete indices (closed over) raise IndexError against a symbolic dim
+  only where they are out of range for every size it can take; otherwise
+  `mode` applies at run time, as for traced indices."""
+  indices = np.array([[5], [-2]])
+  fn = jax.jit(lambda d: jaxops.gather_nd(d, indices, mode="clip"))
+  spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 2"), np.float32)
+  exported = jax.export.export(fn)(spec)
+  for n in (2, 7):
+    data = _data((n, 2))
+    assert_same(exported.call(data), data[np.clip([5, n - 2], 0, n - 1)])
+  with pytest.raises(IndexError, match="5 is out of range"):
+    fn(_data((2, 2)))
+  shape = jax.export.symbolic_shape("b, 2", constraints=("b <= 5",))
+  with pytest.raises(
+    IndexError,
+    match=r"^GatherND-8: indices\[0, 0\]=5 is out of range for a dim of "
+    r"size b \(valid",
+  ):
+    jax.export.export(fn)(jax.ShapeDtypeStruct(shape, np.float32))
+
+
+@pytest.mark.parametrize("name", SYMBOLIC_ERRORS)
+def test_symbolic_dims_that_must_be_concrete_are_named(name):
+  fn, shapes, error, message = SYMBOLIC_ERRORS[name]
+  specs = _specs(shapes, [np.float32] + [np.int32] * (len(shapes) - 1))
+  with pytest.raises(error, match=message):
+    jax.export.export(jax.jit(fn))(*specs)
 
 
 def test_checkify_still_reports_dropped_scatter_tuples():
