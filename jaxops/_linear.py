@@ -138,8 +138,11 @@ def ordered_gather(
   on CPU too where `constructed`, the sorted fold of `_reduce.reduce_rows`,
   never a float scatter-add over repeated indices. `like` has the result's
   type (the primal output)."""
-  size = math.prod(data.shape)
-  if int_dtype_for(size + 1) is None:
+  if any(map(_common.is_symbolic, data.shape)):
+    # The fold takes concrete sizes only (jax.export's symbolic dims: not
+    # yet ordered off CPU).
+    return gather(data, indices)
+  if int_dtype_for(math.prod(data.shape) + 1) is None:
     return gather(data, indices)  # No element id fits an index type.
   in_order = functools.partial(_gather_in_order, gather, jax.typeof(like))
   return _order.by_platform(

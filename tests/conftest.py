@@ -16,7 +16,9 @@ Doctests run once, in the default 32-bit mode.
 
 from __future__ import annotations
 
+import collections
 import gc
+import zlib
 
 import chex
 import hypothesis
@@ -27,6 +29,7 @@ from jaxops import _order
 from tests.support import modes
 
 MODES = ("x32", "x64")
+ORDERS = ("serial", "constructed")
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -57,6 +60,17 @@ def pytest_configure(config):
     "lowest_versions: the fast subset .ci/run also runs with every "
     "dependency at its lowest declared version",
   )
+  config.addinivalue_line(
+    "markers",
+    "covering_modes: a covering design over the x64 modes: each case of "
+    "the test's table runs in one mode, the cases alternating",
+  )
+  config.addinivalue_line(
+    "markers",
+    "scatter_orders: each case also runs the constructed path of scatters "
+    "with repeated targets on CPU (the `scatter_order` fixture): the two "
+    "x64 modes of a case take the two paths",
+  )
 
 
 def pytest_generate_tests(metafunc):
@@ -68,6 +82,8 @@ def pytest_generate_tests(metafunc):
   if unknown:
     raise ValueError(f"jax_modes: unknown modes {sorted(unknown)}")
   metafunc.parametrize("jax_mode", modes, indirect=True)
+  if metafunc.definition.get_closest_marker("scatter_orders"):
+    metafunc.parametrize("scatter_order", ORDERS, indirect=True)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -76,16 +92,60 @@ def pytest_collection_modifyitems(config, items):
   kept, dropped = [], []
   for item in items:
     marker = item.get_closest_marker("jax_modes")
-    mode = getattr(item, "callspec", None) and item.callspec.params.get(
-      "jax_mode"
-    )
+    mode = _param(item, "jax_mode")
     if marker is not None and mode and mode not in marker.args:
       dropped.append(item)
     else:
       kept.append(item)
+  kept, uncovered = _covering(kept)
+  dropped += uncovered
   if dropped:
     config.hook.pytest_deselected(items=dropped)
     items[:] = kept
+
+
+def _param(item, name):
+  callspec = getattr(item, "callspec", None)
+  return callspec.params.get(name) if callspec else None
+
+
+def _covering(items):
+  """(kept, dropped): the covering designs of `covering_modes` and
+  `scatter_orders`. A case is the test and its parameters but the mode and
+  the order; a fixed hash of it picks its mode (covering_modes), so that
+  across a table both modes run. Every case runs both orders: in its two
+  modes, one each (picked by the hash), or both in its one mode."""
+  cases: dict[tuple, list] = collections.defaultdict(list)
+  for item in items:
+    if item.get_closest_marker("covering_modes") or item.get_closest_marker(
+      "scatter_orders"
+    ):
+      params = item.callspec.params
+      case = sorted(
+        (k, str(v))
+        for k, v in params.items()
+        if k not in ("jax_mode", "scatter_order")
+      )
+      cases[(item.path, item.originalname, tuple(case))].append(item)
+  dropped = set()
+  for case, members in cases.items():
+    pick = zlib.crc32(repr(case[1:]).encode())
+    modes = sorted({_param(m, "jax_mode") for m in members}, key=str)
+    orders = sorted({_param(m, "scatter_order") for m in members}, key=str)
+    for member in members:
+      mode, order = _param(member, "jax_mode"), _param(member, "scatter_order")
+      covering_modes = member.get_closest_marker("covering_modes")
+      keep = not covering_modes or mode == modes[pick % len(modes)]
+      if member.get_closest_marker("scatter_orders") and len(modes) > 1:
+        if not covering_modes:
+          shift = modes.index(mode)
+          keep = keep and order == orders[(pick + shift) % len(orders)]
+      if not keep:
+        dropped.add(id(member))
+  return (
+    [i for i in items if id(i) not in dropped],
+    [i for i in items if id(i) in dropped],
+  )
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +153,19 @@ def jax_mode(request):
   """The x64 mode of this test run: "x32", "x64", or None (not switched)."""
   with modes.x64_mode(getattr(request, "param", None)) as mode:
     yield mode
+
+
+@pytest.fixture
+def scatter_order(request, monkeypatch):
+  """The path of scatters with repeated targets this test run takes on CPU:
+  "serial" (XLA's scatter, the default) or "constructed" (the path of every
+  other platform; docs/semantics.md#repeat-order)."""
+  order = getattr(request, "param", "serial")
+  if order == "constructed":
+    monkeypatch.setenv(_order.ENV_VAR, "constructed")
+  else:
+    monkeypatch.delenv(_order.ENV_VAR, raising=False)
+  return order
 
 
 @pytest.fixture

@@ -185,7 +185,8 @@ def test_vmap_any_argument(reduction, axes):
 
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize("reduction", ND)
-def test_check_grads(reduction):
+@pytest.mark.scatter_orders
+def test_check_grads(reduction, scatter_order):
   rng = np.random.default_rng(6)
   data = rng.standard_normal((3, 4))
   indices = rng.integers(0, 3, (7, 1))
