@@ -361,6 +361,13 @@ def vmap_bar(
   )
 
 
+GRAD_VS_PLAIN = Ratio(
+  "fwd+bwd at or ahead of plain autodiff",
+  (("jaxops.grad", "plain.grad"),),
+  at_most=1.0,
+)
+
+
 FILL_VS_CLIP = Ratio(
   "mode='fill' (default) within 1.15x of mode='clip'",
   (("jaxops", "jaxops_clip"),),

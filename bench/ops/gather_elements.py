@@ -164,6 +164,7 @@ def cases(smoke: bool) -> list[Case]:
 BARS = (
   *bars.peer_bars(),
   bars.FILL_VS_CLIP,
+  bars.GRAD_VS_PLAIN,
   bars.vmap_bar("the equivalent call on axis + 1"),
   bars.Compile("compile under 2 s (including the 8192-long gathered axis)"),
 )

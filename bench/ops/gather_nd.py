@@ -190,6 +190,7 @@ def cases(smoke: bool) -> list[Case]:
 BARS = (
   *bars.peer_bars(),
   bars.FILL_VS_CLIP,
+  bars.GRAD_VS_PLAIN,
   bars.vmap_bar("the equivalent batch_dims + 1 call"),
   bars.Compile("compile under 2 s"),
 )
