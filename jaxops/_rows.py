@@ -53,6 +53,9 @@ def _write_jvp(primals, tangents):
 def _write_transpose(ct, data, rows, updates):
   if type(ct) is ad.Zero:
     return [None, None, None]
+  # Eagerly, the cotangent may be a NumPy array (a vjp's backward called on
+  # one), which has no `.at`.
+  ct = jnp.asarray(ct)
   ct_data = ct_updates = None
   if ad.is_undefined_primal(data):
     ct_data = write_rows(ct, rows, jnp.zeros(updates.aval.shape, ct.dtype))
