@@ -415,7 +415,7 @@ BARS = (
     at_least=1.4,
     tiers=("ir", "large"),
   ),
-  # Decided (issue 19, docs/design.md#safe-defaults-decided): duplicates
+  # Decided (docs/design.md#safe-defaults-decided): duplicates
   # resolve last-wins by construction, never by XLA's scatter order. An
   # exact, order-independent repeat test costs at least 1.35x a donated
   # element update on XLA:CPU, so the bar is 1.6x (measured 1.35-1.54x; 1.23-
