@@ -339,6 +339,7 @@ def plan_variants(
           )
         )
     if case.peers and case.torch is not None:
+      convention = case.peer_grad_convention
       variants.append(
         V(
           "torch.grad",
@@ -347,9 +348,18 @@ def plan_variants(
             case.torch, inputs, np.asarray(weights), case.diff_argnums, threads
           ),
           requires=("torch",),
+          convention=convention[0] if convention else None,
         )
       )
   return variants
+
+
+def _forward_output(case: harness.Case, references, jax_args) -> np.ndarray:
+  """jaxops' forward output: the forward reference's (every forward variant
+  has its bits), or computed where no forward variant was selected."""
+  if "fwd" in references:
+    return references["fwd"][1][0]
+  return np.asarray(jax.jit(case.forms["jaxops"])(*jax_args))
 
 
 def run_case(
@@ -396,7 +406,7 @@ def run_case(
       record["skipped"][name] = why
   # Each variant is compared with the first of its group as soon as it has
   # run, so that only those references stay in memory.
-  runners, references, checks, wrong = {}, {}, [], {}
+  runners, references, checks, wrong, conventions = {}, {}, [], {}, {}
   for variant in planned:
     if not selected(variant.name):
       continue
@@ -423,8 +433,16 @@ def run_case(
         else "not compared: no reference variant ran"
       )
     elif variant.group in references:
+      left_out = None
+      if variant.convention and case.peer_grad_convention:
+        left_out = case.peer_grad_convention[1](
+          inputs, _forward_output(case, references, jax_args)
+        )
+        conventions[variant.name] = harness.left_out_differences(
+          leaves, references[variant.group][1], left_out
+        )
       checks += harness.compare_outputs(
-        case, variant.name, leaves, *references[variant.group]
+        case, variant.name, leaves, *references[variant.group], left_out
       )
     else:
       references[variant.group] = (variant.name, leaves)
@@ -459,6 +477,8 @@ def run_case(
     if variant.may_differ:
       entry["threads"] = variant.threads
       entry["wrong"] = wrong[variant.name]
+    if name in conventions:
+      entry["convention"] = {"rule": variant.convention, **conventions[name]}
     record["variants"][name] = entry
   return record
 

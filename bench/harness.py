@@ -119,6 +119,16 @@ class Case:
   # (`onnxruntime.threads`), its output compared and marked when wrong
   # rather than stopping the run (the reductions, which race there).
   threaded_peer: bool = False
+  # A peer's fwd+bwd (`torch.grad`) that follows a documented convention of
+  # its own on part of its outputs: PyTorch's `amax` splits the gradient
+  # evenly among tied elements where jaxops gives it to one
+  # (docs/semantics.md#reduction-derivatives, `tied_extrema`), and sums a
+  # loss that rounds in its own order (`loss_left_out`). `(rule, where)`:
+  # `where(inputs, out)`, given the case's inputs and jaxops' forward
+  # output, returns one mask per fwd+bwd output (None, or missing: none),
+  # True where the conventions may differ. There the peer is not compared;
+  # elsewhere it must agree bit for bit.
+  peer_grad_convention: tuple[str, Callable[..., list[Any]]] | None = None
   # Whether the index tuples are distinct (ScatterNDUpdate: where the
   # `unique_indices=True` promise holds and may be compared with the default).
   unique: bool = True
@@ -229,6 +239,8 @@ class Variant:
   # reference is recorded (`wrong` in the JSON), not raised.
   may_differ: bool = False
   threads: int | None = None  # a peer's thread count, when not the case's
+  # The peer's own convention where it may differ (`Case.peer_grad_convention`).
+  convention: str | None = None
 
 
 def small_ints(
@@ -247,6 +259,44 @@ def small_ints(
   negative = rng.integers(0, 2, size=shape, dtype=np.int8).astype(bool)
   np.negative(values, out=values, where=negative)
   return values.astype(dtype)
+
+
+# PyTorch's `scatter_reduce` "amax"/"amin" split a slot's gradient evenly
+# among the elements that reach its maximum (data included); jaxops gives it
+# to one of them (docs/semantics.md#reduction-derivatives).
+TIES_SPLIT = (
+  "the gradient of a max split evenly among tied elements (jaxops gives it "
+  "to one)"
+)
+
+
+# A mean is no integer, and a sum of products of means rounds: the loss
+# `sum(out * w)` depends on the order of the sum, which is each
+# implementation's own (the means themselves and the gradients, one division
+# each, are compared bit for bit).
+LOSS_ORDER = "the loss of non-integer means summed in its own order"
+
+
+def loss_left_out(inputs, out) -> list[np.ndarray | None]:
+  """The masks that leave the loss (output 0) out of the comparison."""
+  del inputs, out
+  return [np.ones((), bool)]
+
+
+def tied_extrema(
+  data: np.ndarray, targets: np.ndarray, updates: np.ndarray, out: np.ndarray
+) -> list[np.ndarray | None]:
+  """Where a max (or min) reduction's gradient conventions may differ: the
+  masks, for `value_and_grad` w.r.t. (data, updates), of the elements of
+  data and updates whose slot's result two or more of them reach (data's
+  own element included). `targets` is each update element's flat index into
+  data; `out` the reduction's result. The loss is not masked (None)."""
+  out = out.reshape(-1)
+  targets = targets.reshape(-1)
+  reached = updates.reshape(-1) == out[targets]
+  count = np.bincount(targets[reached], minlength=out.size)
+  tied = count + (data.reshape(-1) == out) >= 2
+  return [None, tied.reshape(data.shape), tied[targets].reshape(updates.shape)]
 
 
 def _leaves(tree) -> list[np.ndarray]:
@@ -349,35 +399,55 @@ def loop_runner(
   )
 
 
-def _same_bits(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
+def _same_bits(
+  a: np.ndarray, b: np.ndarray, left_out: np.ndarray | None = None
+) -> tuple[bool, str]:
+  """Whether `a` and `b` have the same bits (where `left_out` is False)."""
   if a.shape != b.shape or a.dtype != b.dtype:
     return False, f"{a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
+  if left_out is not None and left_out.shape != a.shape:
+    return False, f"{a.shape} vs a mask of {left_out.shape}"
   a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-  if np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
-    return True, "bit-exact"
+  keep = None if left_out is None else ~left_out.reshape(-1)
+  bits_a, bits_b = (x.reshape(-1).view(np.uint8) for x in (a, b))
+  if keep is not None:
+    bits_a, bits_b = (
+      x.reshape(a.size, a.itemsize)[keep] for x in (bits_a, bits_b)
+    )
+  compared = "" if keep is None else f" on {int(keep.sum())} of {a.size}"
+  if np.array_equal(bits_a, bits_b):
+    return True, "bit-exact" + compared
   differ = a != b
   if np.issubdtype(a.dtype, np.inexact):
     differ &= ~(np.isnan(a) & np.isnan(b))
+  if left_out is not None:
+    differ &= ~left_out
   if not differ.any():
-    return True, "equal (differs only in the sign of zero or NaN payload)"
+    return True, (
+      f"equal{compared} (differs only in the sign of zero or NaN payload)"
+    )
   where = np.argwhere(differ)
   first = tuple(int(i) for i in where[0])
   return False, (
-    f"{int(differ.sum())} of {a.size} elements differ, first at "
+    f"{int(differ.sum())} of {a.size} elements differ{compared}, first at "
     f"{first}: {a[first]!r} vs {b[first]!r}"
   )
 
 
 def _compared(
-  leaves: Sequence[np.ndarray], ref_leaves: Sequence[np.ndarray]
+  leaves: Sequence[np.ndarray],
+  ref_leaves: Sequence[np.ndarray],
+  left_out: Sequence[np.ndarray | None] | None = None,
 ) -> tuple[str | None, list[str]]:
   """(how the first output that differs from the reference's differs, or
-  None; the detail of each output compared until then)."""
+  None; the detail of each output compared until then). Output i is
+  compared only where `left_out[i]` (a mask, or None) is False."""
   if len(leaves) != len(ref_leaves):
     return f"{len(leaves)} outputs, the reference {len(ref_leaves)}", []
   details = []
-  for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-    ok, detail = _same_bits(a, b)
+  masks = list(left_out or []) + [None] * len(leaves)
+  for i, (a, b, mask) in enumerate(zip(leaves, ref_leaves, masks)):
+    ok, detail = _same_bits(a, b, mask)
     if not ok:
       return f"output {i}: {detail}", details
     details.append(detail)
@@ -398,18 +468,35 @@ def compare_outputs(
   leaves: Sequence[np.ndarray],
   ref: str,
   ref_leaves: Sequence[np.ndarray],
+  left_out: Sequence[np.ndarray | None] | None = None,
 ) -> list[dict[str, str]]:
-  """Compares variant `name`'s outputs with `ref`'s; raises on a mismatch.
+  """Compares variant `name`'s outputs with `ref`'s (output i only where
+  `left_out[i]` is False); raises on a mismatch.
 
   Returns one record per output array, for the JSON file.
   """
-  difference, details = _compared(leaves, ref_leaves)
+  difference, details = _compared(leaves, ref_leaves, left_out)
   if difference is not None:
     raise BitExactError(f"{case.key}: {name} differs from {ref}: {difference}")
   return [
     {"variant": name, "reference": ref, "output": str(i), "result": detail}
     for i, detail in enumerate(details)
   ]
+
+
+def left_out_differences(
+  leaves: Sequence[np.ndarray],
+  ref_leaves: Sequence[np.ndarray],
+  left_out: Sequence[np.ndarray | None],
+) -> dict[str, int]:
+  """How many elements the masks `left_out` leave out of a comparison with
+  the reference, and how many of those differ from it."""
+  total = differ = 0
+  for a, b, mask in zip(leaves, ref_leaves, left_out):
+    if mask is not None and a.shape == b.shape == mask.shape:
+      total += int(mask.sum())
+      differ += int(np.count_nonzero(a[mask] != b[mask]))
+  return {"left_out": total, "differ": differ}
 
 
 def check_bit_exact(

@@ -103,6 +103,7 @@ def grad_rows(results: dict) -> list[dict[str, Any]]:
     if case["tier"] not in _TABLE_TIERS:
       continue
     plain, torch = _iqm(case, "plain.grad"), _iqm(case, "torch.grad")
+    convention = case["variants"].get("torch.grad", {}).get("convention")
     for name, entry in case["variants"].items():
       if entry["group"] == "fwdbwd" and name.startswith("jaxops"):
         rows.append(
@@ -112,6 +113,7 @@ def grad_rows(results: dict) -> list[dict[str, Any]]:
             "jaxops_s": entry["iqm_s"],
             "plain_s": plain,
             "torch_s": torch,
+            "torch_convention": convention,
             "speedup": plain / entry["iqm_s"] if plain else None,
           }
         )
@@ -194,12 +196,22 @@ def _grad_table(results: dict) -> list[str]:
     "|---|---|---|---|---|---|---|",
   ]
   for r in grads:
+    mark = " †" if r.get("torch_convention") else ""
     lines.append(
       f"| {r['case']} | {r['variant']} | {_ms(r['jaxops_s'])} | "
-      f"{_ms(r['plain_s'])} | {_ms(r['torch_s'])} | "
+      f"{_ms(r['plain_s'])} | {_ms(r['torch_s'])}{mark} | "
       f"{_ratio(r['plain_s'], r['jaxops_s'])} | "
       f"{_ratio(r['torch_s'], r['jaxops_s'])} |"
     )
+  rules = sorted(
+    {r["torch_convention"]["rule"] for r in grads if r.get("torch_convention")}
+  )
+  if rules:
+    lines.append("")
+  lines += [
+    f"† PyTorch's own convention: {rule}; compared bit for bit everywhere else."
+    for rule in rules
+  ]
   return lines
 
 
@@ -301,6 +313,12 @@ def markdown(results: dict) -> str:
       if "wrong" in e:
         verdict = f"WRONG: {e['wrong']}" if e["wrong"] else "right"
         note = f" ({e['threads']} threads, {verdict})"
+      if "convention" in e:
+        c = e["convention"]
+        note = (
+          f" (its convention: {c['rule']}; {c['differ']} of the "
+          f"{c['left_out']} elements it covers differ, the rest bit-exact)"
+        )
       lines.append(
         f"| {case['key']} | {name}{note} | {_ms(e['compile_s'])} | "
         f"{_ms(e['iqm_s'])} | {_ms(e['p10_s'])}-{_ms(e['p90_s'])} | "

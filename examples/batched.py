@@ -1,4 +1,5 @@
-"""The four operators under jax.vmap, each checked against a Python loop.
+"""GatherND, GatherElements, ScatterNDUpdate and StridedSlice under jax.vmap,
+each checked against a Python loop.
 
 Every case maps an operator over a batch of examples -- per-example data,
 per-example indices or updates, or both, along leading or inner axes -- with

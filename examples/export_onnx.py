@@ -1,7 +1,8 @@
 """Train in JAX, deploy to ONNX Runtime and OpenVINO: a round trip.
 
-A small masked-token model uses all four operators as a converted
-OpenVINO/ONNX graph would (see examples/train_infill.py for the full story):
+A small masked-token model uses GatherND, GatherElements, ScatterNDUpdate
+and StridedSlice as a converted OpenVINO/ONNX graph would (see
+examples/train_infill.py for the full story):
 GatherND looks up token embeddings and picks per-example features,
 ScatterNDUpdate writes a learned MASK embedding at the hidden position,
 StridedSlice crops the left/centre/right context windows, and GatherElements

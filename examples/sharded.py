@@ -1,4 +1,5 @@
-"""The four operators on several devices: Mesh, NamedSharding and shard_map.
+"""GatherND, GatherElements and StridedSlice on several devices: Mesh,
+NamedSharding and shard_map.
 
 Each row places the inputs of one operator call on a 1-D device mesh with
 `NamedSharding`, runs it under `jax.jit`, and reports whether the result

@@ -1,4 +1,5 @@
-"""Masked-token infilling: a small model trained with all four jaxops operators.
+"""Masked-token infilling: a small model trained with GatherND, GatherElements,
+ScatterNDUpdate and StridedSlice.
 
 The data are sequences from a random Markov chain over VOCAB symbols, observed
 at every second step (so the observed chain moves with the squared transition

@@ -130,8 +130,11 @@ def _minmax_jvp(is_max, use_init_val, primals, tangents):
   data_dot, _, updates_dot = tangents
   slots, r = data.shape
   n = updates.shape[0]
-  key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
-  out = from_key(key, data.dtype)
+  # The output through `_minmax` itself, so that a derivative of this rule
+  # (jvp of jvp, hessian) differentiates it with this rule again; computed
+  # here as integer keys, it would be a constant to them.
+  out = _minmax(data, target, updates, is_max, use_init_val)
+  key = to_key(out, is_max)
   # The winner of each element: data when it equals the result (ties go to
   # data), else the first update in index order that equals it.
   won = to_key(updates, is_max) == key.at[target].get(mode="fill", fill_value=0)

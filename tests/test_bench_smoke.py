@@ -237,6 +237,17 @@ def test_scatter_reduction_cases(smoke_run):
     assert "onnxruntime.threads (" in stdout, key
   mean = cases["scatter_elements_update/segment_mean"]
   assert "no mean" in mean["skipped"]["onnxruntime.threads"]
+  if _torch_ran(results):
+    # PyTorch's amax splits tied gradients: compared where nothing ties,
+    # and marked.
+    torch_grad = cases["scatter_elements_update/graph_max"]["variants"][
+      "torch.grad"
+    ]
+    assert torch_grad["convention"]["left_out"] > 0, torch_grad
+    assert "its convention: the gradient of a max split evenly" in stdout
+    assert "† PyTorch's own convention: the gradient of a max split" in stdout
+    mean = cases["scatter_elements_update/segment_mean"]["variants"]
+    assert mean["torch.grad"]["convention"]["left_out"] == 1
   assert results["bit_exact_failure"] is None
   reduction_bars = [
     v for v in results["bars"] if v["bar"].startswith("reduction forward")
@@ -353,13 +364,13 @@ def test_bars_evaluated(smoke_run):
   )
 
 
-def test_bit_exact_gate_fails_loudly():
-  """A formulation that disagrees stops the bench before timing."""
+def _toy_case(name: str):
+  """A case with no inputs, for the bit-exactness gate alone."""
   from bench import harness
 
-  case = harness.Case(
+  return harness.Case(
     op="toy",
-    name="mismatch",
+    name=name,
     tier="ir",
     shapes="",
     make_inputs=None,
@@ -367,6 +378,13 @@ def test_bit_exact_gate_fails_loudly():
     diff_argnums=(),
     traffic=harness.Traffic(0),
   )
+
+
+def test_bit_exact_gate_fails_loudly():
+  """A formulation that disagrees stops the bench before timing."""
+  from bench import harness
+
+  case = _toy_case("mismatch")
   outputs = {
     "jaxops": ("fwd", [np.array([1.0, 2.0], np.float32)]),
     "plain": ("fwd", [np.array([1.0, 3.0], np.float32)]),
@@ -375,6 +393,44 @@ def test_bit_exact_gate_fails_loudly():
     harness.check_bit_exact(case, outputs)
   outputs["plain"] = ("fwd", [np.array([1.0, 2.0], np.float32)])
   assert harness.check_bit_exact(case, outputs)[0]["result"] == "bit-exact"
+
+
+def test_peer_convention_compared_outside_ties():
+  """A peer gradient that splits a max's gradient among tied elements
+  (PyTorch) is compared with jaxops' where nothing ties; a difference
+  there still stops the run."""
+  from bench import harness
+
+  case = _toy_case("max")
+  # Slot 0: data 1, updates 3 and 3 (a tie); slot 1: data 5, update 2.
+  data = np.array([1.0, 5.0], np.float32)
+  targets = np.array([0, 0, 1])
+  updates = np.array([3.0, 3.0, 2.0], np.float32)
+  out = np.array([3.0, 5.0], np.float32)
+  left_out = harness.tied_extrema(data, targets, updates, out)
+  assert left_out[0] is None
+  np.testing.assert_array_equal(left_out[1], [True, False])
+  np.testing.assert_array_equal(left_out[2], [True, True, False])
+  loss = np.float32(8.0)
+  jaxops_grads = [loss, np.array([0, 1], np.float32), np.array([1, 0, 0], "f4")]
+  split = [loss, np.array([0, 1], np.float32), np.array([0.5, 0.5, 0], "f4")]
+  checks = harness.compare_outputs(
+    case, "torch.grad", split, "jaxops.grad", jaxops_grads, left_out
+  )
+  assert [c["result"] for c in checks] == [
+    "bit-exact",
+    "bit-exact on 1 of 2",
+    "bit-exact on 1 of 3",
+  ]
+  assert harness.left_out_differences(split, jaxops_grads, left_out) == {
+    "left_out": 3,
+    "differ": 2,
+  }
+  wrong = [loss, np.array([0, 2], np.float32), split[2]]
+  with pytest.raises(harness.BitExactError, match="first at \\(1,\\)"):
+    harness.compare_outputs(
+      case, "torch.grad", wrong, "jaxops.grad", jaxops_grads, left_out
+    )
 
 
 def test_progress_in_a_log_is_one_line_per_case():

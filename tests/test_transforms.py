@@ -3,7 +3,10 @@ jacfwd/jacrev, hessian and grad-of-vmap.
 
 Each row is a `Case`: a function of array arguments (static attributes closed
 over), a seeded generator of valid arguments, and which arguments are
-differentiable. A new operator joins the matrix by adding rows to `CASES`.
+differentiable. A new operator joins the matrix by adding rows to `CASES`;
+the derivative tests (`DERIVATIVE_TESTS`: check_grads, and eager backward
+passes on NumPy cotangents) also run over `MODE_CASES`, a row for every
+mode and reduction.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def _floats(rng, shape):
   return rng.standard_normal(shape)
 
 
-def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims):
+def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims, **attrs):
   b = batch_dims
 
   def make_args(rng):
@@ -51,13 +54,13 @@ def _gather_nd_case(name, data_shape, lead_shape, k, batch_dims):
 
   return Case(
     f"gather_nd_{name}",
-    lambda d, i: jaxops.gather_nd(d, i, batch_dims=b),
+    lambda d, i: jaxops.gather_nd(d, i, batch_dims=b, **attrs),
     make_args,
     (0,),
   )
 
 
-def _gather_elements_case(name, data_shape, indices_shape, axis):
+def _gather_elements_case(name, data_shape, indices_shape, axis, **attrs):
 
   def make_args(rng):
     s = data_shape[axis]
@@ -65,13 +68,13 @@ def _gather_elements_case(name, data_shape, indices_shape, axis):
 
   return Case(
     f"gather_elements_{name}",
-    lambda d, i: jaxops.gather_elements(d, i, axis=axis),
+    lambda d, i: jaxops.gather_elements(d, i, axis=axis, **attrs),
     make_args,
     (0,),
   )
 
 
-def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
+def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique, **attrs):
   sizes = data_shape[:k]
 
   def make_args(rng):
@@ -84,33 +87,47 @@ def _scatter_nd_update_case(name, data_shape, lead_shape, k, unique):
 
   return Case(
     f"scatter_nd_update_{name}",
-    lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
+    lambda d, i, u: jaxops.scatter_nd_update(d, i, u, **attrs),
     make_args,
     (0, 2),
   )
 
 
-def _scatter_reduction_case(name, op, reduction):
-  """Smooth reductions with repeated targets (float sum/prod/mean folds)."""
+def _scatter_reduction_case(name, op, reduction, targets="repeated", **attrs):
+  """Smooth reductions of (3, 4) data: with `targets` "repeated" six
+  updates into three rows (ScatterND) or six into four columns
+  (ScatterElements, axis 1), "unique" one update per row or column."""
   if op == "nd":
 
     def fn(d, i, u):
-      return jaxops.scatter_nd_update(d, i, u, reduction=reduction)
+      return jaxops.scatter_nd_update(d, i, u, reduction=reduction, **attrs)
 
     def make_args(rng):
-      idx = rng.integers(-3, 3, (6, 1))
-      return _floats(rng, (3, 4)), idx, _floats(rng, (6, 4))
+      if targets == "unique":
+        idx = rng.permutation(3)[:, None]
+      else:
+        idx = rng.integers(-3, 3, (6, 1))
+      return _floats(rng, (3, 4)), idx, _floats(rng, (len(idx), 4))
   else:
 
     def fn(d, i, u):
-      return jaxops.scatter_elements_update(d, i, u, 1, reduction=reduction)
+      return jaxops.scatter_elements_update(
+        d, i, u, 1, reduction=reduction, **attrs
+      )
 
     def make_args(rng):
-      idx = rng.integers(-4, 4, (3, 6))
-      return _floats(rng, (3, 4)), idx, _floats(rng, (3, 6))
+      if targets == "unique":
+        idx = np.stack([rng.permutation(4)[:3] for _ in range(3)])
+      else:
+        idx = rng.integers(-4, 4, (3, 6))
+      return _floats(rng, (3, 4)), idx, _floats(rng, idx.shape)
 
   return Case(
-    f"scatter_{op}_{name}", fn, make_args, (0, 2), linear=reduction != "prod"
+    f"scatter_{op}_{name}",
+    fn,
+    make_args,
+    (0, 2),
+    linear=reduction not in ("prod", "min", "max"),
   )
 
 
@@ -123,16 +140,22 @@ def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
   )
 
 
-def _gather_case(name, data_shape, indices_shape, axis, batch_dims):
+def _gather_case(
+  name, data_shape, indices_shape, axis, batch_dims, out_of_range=True, **attrs
+):
 
   def make_args(rng):
-    # About half out of range: zeros with a zero derivative.
-    idx = gen.half_out_of_range(rng, data_shape[axis], indices_shape)
+    s = data_shape[axis]
+    if out_of_range:
+      # About half out of range: zeros with a zero derivative.
+      idx = gen.half_out_of_range(rng, s, indices_shape)
+    else:
+      idx = gen.random_indices(rng, s, indices_shape)
     return _floats(rng, data_shape), idx
 
   return Case(
     f"gather_{name}",
-    lambda d, i: jaxops.gather(d, i, axis, batch_dims),
+    lambda d, i: jaxops.gather(d, i, axis, batch_dims, **attrs),
     make_args,
     (0,),
   )
@@ -197,6 +220,64 @@ CASES = [
 ]
 
 
+# Every mode and every reduction of every operator with indices, for the
+# derivative tests (`DERIVATIVE_TESTS`): each traces its own path, with its
+# own transposes. Each reduction has a row with repeated targets (CASES has
+# ScatterND's sum and ScatterElements' prod), each mode a row per operator,
+# and each float reduction that `unique_indices=True` computes differently
+# a row with it. Indices in range: concrete out-of-range indices raise,
+# except in Gather-8's fill mode.
+_UNIQUE = {"mode": "promise_in_bounds", "unique_indices": True}
+_NO_INIT = {"use_init_val": False}
+MODE_CASES = [
+  _gather_case("fill_value", (4, 5), (3,), 0, 0, fill_value=2.0),
+  _gather_case("clip", (4, 5), (3,), 1, 0, out_of_range=False, mode="clip"),
+  _gather_case(
+    "promise", (4, 5), (3,), 1, 0, out_of_range=False, mode="promise_in_bounds"
+  ),
+  _gather_nd_case("clip", (4, 5), (3,), 1, 0, mode="clip"),
+  _gather_nd_case("promise", (4, 5), (3,), 2, 0, mode="promise_in_bounds"),
+  _gather_elements_case("clip", (4, 3), (4, 5), 1, mode="clip"),
+  _gather_elements_case("promise", (4, 3), (5, 3), 0, mode="promise_in_bounds"),
+  _scatter_nd_update_case("clip", (4, 3), (6,), 1, False, mode="clip"),
+  _scatter_nd_update_case("promise_unique", (4, 3), (3,), 1, True, **_UNIQUE),
+  _scatter_reduction_case("sum_unique", "nd", "sum", "unique", **_UNIQUE),
+  _scatter_reduction_case("sub_clip", "nd", "sub", mode="clip"),
+  _scatter_reduction_case("sub_unique", "nd", "sub", "unique", **_UNIQUE),
+  _scatter_reduction_case("prod_clip", "nd", "prod", mode="clip"),
+  _scatter_reduction_case("prod_unique", "nd", "prod", "unique", **_UNIQUE),
+  _scatter_reduction_case("min_clip", "nd", "min", mode="clip"),
+  _scatter_reduction_case("max", "nd", "max"),
+  _scatter_reduction_case("none_clip", "elements", "none", mode="clip"),
+  _scatter_reduction_case(
+    "none_unique", "elements", "none", "unique", **_UNIQUE
+  ),
+  _scatter_reduction_case(
+    "sum_clip_no_init", "elements", "sum", mode="clip", **_NO_INIT
+  ),
+  _scatter_reduction_case("sum_unique", "elements", "sum", "unique", **_UNIQUE),
+  _scatter_reduction_case(
+    "prod_unique_no_init", "elements", "prod", "unique", **_UNIQUE, **_NO_INIT
+  ),
+  _scatter_reduction_case(
+    "min_clip_no_init", "elements", "min", mode="clip", **_NO_INIT
+  ),
+  _scatter_reduction_case("max", "elements", "max"),
+  _scatter_reduction_case(
+    "mean_clip_no_init", "elements", "mean", mode="clip", **_NO_INIT
+  ),
+  _scatter_reduction_case(
+    "mean_unique", "elements", "mean", "unique", **_UNIQUE
+  ),
+]
+
+# The tests that run over MODE_CASES too.
+DERIVATIVE_TESTS = (
+  "test_check_grads_fwd_and_rev_order2",
+  "test_eager_transposes_take_numpy_cotangents",
+)
+
+
 # Tests that hold only for linear rows; the others get their second
 # derivatives from check_grads(order=2) and jacfwd == jacrev.
 LINEAR_ONLY = (
@@ -223,6 +304,8 @@ LOWEST_VERSIONS = (
 def pytest_generate_tests(metafunc):
   if "case" in metafunc.fixturenames:
     cases = CASES
+    if metafunc.function.__name__ in DERIVATIVE_TESTS:
+      cases = CASES + MODE_CASES
     if metafunc.function.__name__ in LINEAR_ONLY:
       cases = [c for c in CASES if c.linear]
     metafunc.parametrize(
@@ -291,25 +374,53 @@ def test_vmap_each_arg_alone_matches_loop(case):
     assert_same(out, np.stack(expected), f"arg {argnum}")
 
 
-@pytest.mark.jax_modes("x64")  # finite differences need float64
-def test_check_grads_fwd_and_rev_order2(case):
-  args = case.args()
-  diff = case.diff_argnums
+def _of_diff_args(case, args):
+  """`case.fn` as a function of its differentiable arguments alone."""
 
   def f(*diff_args):
     full = list(args)
-    for i, a in zip(diff, diff_args):
+    for i, a in zip(case.diff_argnums, diff_args):
       full[i] = a
     return case.fn(*full)
 
+  return f
+
+
+@pytest.mark.jax_modes("x64")  # finite differences need float64
+def test_check_grads_fwd_and_rev_order2(case):
+  args = case.args()
   check_grads(
-    jax.jit(f),
-    tuple(args[i] for i in diff),
+    jax.jit(_of_diff_args(case, args)),
+    tuple(args[i] for i in case.diff_argnums),
     order=2,
     modes=["fwd", "rev"],
     atol=1e-6,
     rtol=1e-6,
   )
+
+
+@pytest.mark.jax_modes("x64")
+def test_eager_transposes_take_numpy_cotangents(case):
+  """Every transpose rule takes NumPy cotangents: an eager `jax.vjp`'s
+  backward called on a NumPy array (as `check_grads` calls it), and
+  `jax.linear_transpose` of that backward (transposes of transposes) called
+  on NumPy arrays, give what they give under `jit`."""
+  args = case.args()
+  f = _of_diff_args(case, args)
+  primals = tuple(args[i] for i in case.diff_argnums)
+  rng = np.random.default_rng(3)
+  ct = rng.standard_normal(np.shape(jax.eval_shape(f, *primals)))
+  tangents = tuple(rng.standard_normal(p.shape) for p in primals)
+
+  def derivatives(primals, ct, tangents):
+    backward = jax.vjp(f, *primals)[1]
+    return backward(ct), jax.linear_transpose(backward, ct)(tangents)[0]
+
+  want = jax.jit(derivatives)(primals, ct, tangents)
+  got = derivatives(primals, ct, tangents)
+  for name, got_i, want_i in zip(("vjp", "transposed vjp"), got, want):
+    for j, (g, w) in enumerate(zip(got_i, want_i)):
+      assert_same(g, np.asarray(w), f"{name}, argument {j}")
 
 
 def test_jacfwd_equals_jacrev(case):

@@ -33,7 +33,15 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints
+from bench.harness import (
+  LOSS_ORDER,
+  TIES_SPLIT,
+  Case,
+  Traffic,
+  loss_left_out,
+  small_ints,
+  tied_extrema,
+)
 
 _TORCH = {"sum": "sum", "max": "amax", "mean": "mean"}
 _ONNX = {"sum": "add", "max": "max"}
@@ -57,6 +65,14 @@ def plain(reduction):
   return lambda d, i, u: (
     _at(d, i).add(u) / _at(jnp.ones_like(d), i).add(jnp.ones_like(u))
   )
+
+
+def _ties(inputs, out):
+  """`tied_extrema` of a scatter along axis 0."""
+  data, indices, updates = inputs
+  others = np.indices(indices.shape)[1:]
+  targets = np.ravel_multi_index((indices, *others), data.shape)
+  return tied_extrema(data, targets, updates, out)
 
 
 def case(name, tier, data_shape, n, reduction, *, grad=True, ascending=False):
@@ -136,6 +152,12 @@ def case(name, tier, data_shape, n, reduction, *, grad=True, ascending=False):
     # Plain autodiff of .at[].max splits the gradient among tied elements;
     # jaxops gives it to the one that produced the result: not comparable.
     grad_forms=("jaxops",) if reduction == "max" else None,
+    # PyTorch's amax splits it too: compared where nothing ties; and the
+    # loss of means rounds in each one's order of summation.
+    peer_grad_convention={
+      "max": (TIES_SPLIT, _ties),
+      "mean": (LOSS_ORDER, loss_left_out),
+    }.get(reduction),
   )
 
 

@@ -25,7 +25,14 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints, vmap_case
+from bench.harness import (
+  TIES_SPLIT,
+  Case,
+  Traffic,
+  small_ints,
+  tied_extrema,
+  vmap_case,
+)
 
 _UNDEFINED = "index_put_ leaves the winner of duplicate indices undefined"
 _DUPLICATES = {
@@ -182,6 +189,15 @@ def _torch_reduce(reduction):
   return fn
 
 
+def _row_ties(inputs, out):
+  """`tied_extrema` of a row scatter (k = 1)."""
+  data, indices, updates = inputs
+  row = math.prod(data.shape[1:])
+  rows = indices.reshape(-1, 1).astype(np.int64)
+  targets = rows * row + np.arange(row)
+  return tied_extrema(data, targets, updates, out)
+
+
 def reduction_case(
   name, tier, data_shape, indices_shape, reduction, *, ascending=False
 ):
@@ -251,6 +267,10 @@ def reduction_case(
     # Plain autodiff of .at[].max splits the gradient among tied elements;
     # jaxops gives it to the one that produced the result: not comparable.
     grad_forms=("jaxops",) if reduction == "max" else None,
+    # PyTorch's amax splits it too: compared where nothing ties.
+    peer_grad_convention=(TIES_SPLIT, _row_ties)
+    if reduction == "max"
+    else None,
   )
 
 

@@ -7,8 +7,9 @@
   tuples. The plugin applies reductions serially in index order, the order
   jaxops defines, so results are bit-equal -- except where the plugin departs
   from its spec, which each test asserts explicitly (docs/semantics.md,
-  runtime bugs): f16/bf16 reductions run in f32 and round once, and bool `sub`
-  with repeats is `(data - sum) != 0`, not XOR.
+  runtime bugs): f16 reductions run in f32 and round once, bool `sub` with
+  repeats is `(data - sum) != 0`, not XOR, and bf16 sums round one way or
+  another by CPU, so they are held to the bound of their roundings (RT-20).
 * onnxruntime `ScatterND`-18 (`reduction` none/add/mul/min/max) on one
   thread, the only count where its reductions do not race: f32/f64/i32/i64/
   i8/u8/i16/bool data; the dtypes and reductions its CPU kernel refuses (f16
@@ -46,7 +47,6 @@ OV_DTYPES = (
   np.int64,
   np.bool_,
 )
-_LOW_PRECISION = ("float16", "bfloat16")
 
 
 def _node(reduction, data, indices, updates):
@@ -74,14 +74,14 @@ def _case(seed, reduction, dtype):
   )
 
 
-def _bf16_rounding(case) -> bool:
-  return case.data.dtype.name == "bfloat16" and case.reduction in ("sum", "sub")
-
-
-def openvino_model(case) -> np.ndarray:
-  """What the CPU plugin computes, by its documented departures."""
+def openvino_model(case) -> np.ndarray | None:
+  """What the CPU plugin computes, by its documented departures; None for
+  bfloat16 sums, whose bits depend on the CPU (RT-20). Products of the
+  generator's values are exact in every dtype, so `prod` needs no model."""
   name = case.data.dtype.name
-  if name in _LOW_PRECISION and case.reduction in ("sum", "sub", "prod"):
+  if name == "bfloat16" and case.reduction in ("sum", "sub"):
+    return None
+  if name == "float16" and case.reduction in ("sum", "sub"):
     return sr.widened(case, np.float32).expected().astype(case.data.dtype)
   if name == "bool" and case.reduction == "sub":
     return sr.widened(case, np.int32).expected() != 0
@@ -112,7 +112,6 @@ def test_openvino_cpu(reduction, dtype, jax_mode):
     case,
     got,
     openvino_model(case),
-    _bf16_rounding(case),
     _jitted(reduction)(*case.inputs),
   )
 
