@@ -193,8 +193,7 @@ def cases(smoke: bool) -> list[Case]:
 BARS = (
   bars.reduction_peer_bar(),
   bars.VsPeers(
-    "IR-example forward within 1.5x of the fastest peer whose result is "
-    "right",
+    "IR-example forward within 1.5x of the fastest peer whose result is right",
     at_most=1.5,
     tiers=("ir",),
     one_thread=True,
