@@ -36,6 +36,7 @@ class Case:
 def looped(fn, args, in_axes):
   """fn applied example by example (slicing each mapped arg), stacked on 0."""
   size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
+  fn = jax.jit(fn)  # One compilation for every example.
   results = []
   for n in range(size):
     example = [

@@ -62,10 +62,17 @@ def _combine(reduction, old, new, dtype):
   return new if _better(new, old, reduction == "max") else old
 
 
-def np_scatter_reduce(data, targets, rows, reduction, use_init_val=True):
+def np_scatter_reduce(
+  data, targets, rows, reduction, use_init_val=True, chunk=None
+):
   """`data` (slots, ...) with `rows[i]` reduced into `data[targets[i]]`
-  elementwise, i increasing; a target of None is dropped."""
+  elementwise, i increasing; a target of None is dropped. With `chunk`,
+  float sum/sub/prod/mean in the constructed path's order instead
+  (`_chunked`)."""
   data = np.asarray(data)
+  if chunk is not None:
+    assert use_init_val, "the chunked order is pinned with data only"
+    return _chunked(data, targets, rows, reduction, chunk)
   out = data.copy()
   dtype = data.dtype
   counts: dict[int, int] = {}
@@ -106,7 +113,9 @@ def _wrap(i, size, mode):
   return i if 0 <= i < size else None
 
 
-def np_scatter_nd_reduce(data, indices, updates, reduction, mode="drop"):
+def np_scatter_nd_reduce(
+  data, indices, updates, reduction, mode="drop", chunk=None
+):
   data, indices = np.asarray(data), np.asarray(indices)
   k = indices.shape[-1]
   sizes = data.shape[:k]
@@ -121,7 +130,7 @@ def np_scatter_nd_reduce(data, indices, updates, reduction, mode="drop"):
       continue
     targets.append(int(np.ravel_multi_index(wrapped, sizes)) if k else 0)
   flat = data.reshape((int(np.prod(sizes)),) + data.shape[k:])
-  out = np_scatter_reduce(flat, targets, rows, reduction)
+  out = np_scatter_reduce(flat, targets, rows, reduction, chunk=chunk)
   return out.reshape(data.shape)
 
 
@@ -133,6 +142,7 @@ def np_scatter_elements(
   reduction="none",
   use_init_val=True,
   mode="drop",
+  chunk=None,
 ):
   data, indices = np.asarray(data), np.asarray(indices)
   updates = np.asarray(updates)
@@ -147,6 +157,36 @@ def np_scatter_elements(
     )
     rows.append(updates[p])
   out = np_scatter_reduce(
-    data.reshape(-1), targets, rows, reduction, use_init_val
+    data.reshape(-1), targets, rows, reduction, use_init_val, chunk
   )
   return out.reshape(data.shape)
+
+
+def _chunked(data, targets, rows, reduction, chunk):
+  """Float sum/sub/prod/mean in the constructed path's order
+  (docs/semantics.md#reduction-order): each slot's updates, in index order,
+  fold in consecutive chunks of `chunk` -- the first from data,
+  each later one from its first update -- and the chunk results then fold
+  in order. Up to `chunk` updates per slot it is the serial order."""
+  dtype = data.dtype
+  op = "prod" if reduction == "prod" else "sum"
+  runs: dict[int, list] = {}
+  for t, row in zip(targets, rows):
+    if t is not None:
+      runs.setdefault(t, []).append(-row if reduction == "sub" else row)
+  out = data.copy()
+  for t, run in runs.items():
+    results = []
+    for start in range(0, len(run), chunk):
+      part = run[start : start + chunk]
+      acc = data[t] if start == 0 else part[0]
+      for row in part if start == 0 else part[1:]:
+        acc = _combine(op, acc, row, dtype)
+      results.append(acc)
+    total = results[0]
+    for acc in results[1:]:
+      total = _combine(op, total, acc, dtype)
+    if reduction == "mean":
+      total = (total / dtype.type(len(run) + 1)).astype(dtype)
+    out[t] = total
+  return out

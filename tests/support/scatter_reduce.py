@@ -160,8 +160,10 @@ class NDCase:
   def inputs(self) -> list[np.ndarray]:
     return [self.data, self.indices, self.updates]
 
-  def expected(self) -> np.ndarray:
-    return reductions.np_scatter_nd_reduce(*self.inputs, self.reduction)
+  def expected(self, chunk: int | None = None) -> np.ndarray:
+    return reductions.np_scatter_nd_reduce(
+      *self.inputs, self.reduction, chunk=chunk
+    )
 
   def describe(self) -> str:
     return (
@@ -183,9 +185,9 @@ class ElementsCase:
   def inputs(self) -> list[np.ndarray]:
     return [self.data, self.indices, self.updates]
 
-  def expected(self) -> np.ndarray:
+  def expected(self, chunk: int | None = None) -> np.ndarray:
     return reductions.np_scatter_elements(
-      *self.inputs, self.axis, self.reduction, self.use_init_val
+      *self.inputs, self.axis, self.reduction, self.use_init_val, chunk=chunk
     )
 
   def describe(self) -> str:
@@ -291,3 +293,47 @@ def random_elements_case(
     reduction,
     use_init_val,
   )
+
+
+# Runs longer than a chunk ---------------------------------------------------
+
+
+def long_run_case(reduction: str, *, elements: bool) -> NDCase | ElementsCase:
+  """Float32 updates of which 3 in 5 go to slot 0 (the ScatterElements
+  case: to row 0 of each column), over 2.5 chunks of the constructed path
+  (`jaxops._fold.CHUNK`): slot 0's run is longer than a chunk, the others'
+  are not. Values whose float sums and products round."""
+  from jaxops import _fold
+
+  rng = np.random.default_rng([13, spread(0, reduction)])
+  n = 2 * _fold.CHUNK + _fold.CHUNK // 2
+  lead = (n, 4) if elements else (n, 1)
+  indices = rng.choice(np.array([0, 0, 0, 1, 2]), size=lead)
+  shape = (n, 4)
+  if reduction == "prod":
+    updates = 1 + rng.standard_normal(shape) * 1e-3
+  else:
+    updates = rng.standard_normal(shape) * 10
+  data = (rng.standard_normal((3, 4)) * 10).astype(np.float32)
+  updates = updates.astype(np.float32)
+  if elements:
+    return ElementsCase(data, indices, updates, 0, reduction, True)
+  return NDCase(data, indices, updates, reduction)
+
+
+def assert_long_run(case, got, order: str, runtimes: dict[str, np.ndarray]):
+  """jaxops on a run longer than a chunk: on the serial path the serial
+  loop, bit-equal to every runtime in `runtimes` (on one thread); on the
+  constructed path its own chunked order, which the case shows to differ
+  from the serial loop."""
+  from jaxops import _fold
+
+  serial = case.expected()
+  for name, result in runtimes.items():
+    assert_same(result, serial, f"{name}: {case.describe()}")
+  if order == "serial":
+    assert_same(got, serial, case.describe())
+    return
+  chunked = case.expected(chunk=_fold.CHUNK)
+  assert not np.array_equal(chunked, serial)
+  assert_same(got, chunked, case.describe())
