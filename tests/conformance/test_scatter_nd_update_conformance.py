@@ -71,7 +71,9 @@ def _case(signature, seed, *, unique=True):
 
 
 @functools.cache
-def _jitted(unique):
+def _jitted(unique, scatter_order="serial"):
+  # One function per scatter order: the order is read when tracing, and
+  # jit keeps a function's traces.
   return jax.jit(
     functools.partial(jaxops.scatter_nd_update, unique_indices=unique)
   )
@@ -115,9 +117,10 @@ DUPLICATE_SIGNATURES = [
 @pytest.mark.parametrize(
   "signature", DUPLICATE_SIGNATURES, ids=_ids(DUPLICATE_SIGNATURES)
 )
-def test_duplicates_last_wins_like_cpu_runtimes(signature, seed):
+@pytest.mark.scatter_orders
+def test_duplicates_last_wins_like_cpu_runtimes(signature, seed, scatter_order):
   data, indices, updates = _case(signature, seed, unique=False)
-  got = _jitted(False)(data, indices, updates)
+  got = _jitted(False, scatter_order)(data, indices, updates)
   inputs = [data, indices, updates]
   # The runtimes keep the order of duplicates on one thread only.
   assert_same(got, oracles.openvino_cpu(_scatter_node, inputs, threads=1))
