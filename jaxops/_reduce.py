@@ -167,9 +167,9 @@ def targeted(target, slots):
   )
 
 
-def _counts(target, slots):
+def _counts(target, slots, dtype):
   return (
-    jnp.zeros((slots,), jnp.int32)
+    jnp.zeros((slots,), dtype)
     .at[target]
     .add(1, mode="drop", wrap_negative_indices=False)
   )
@@ -185,30 +185,72 @@ def _bool(data, target, updates, reduction):
 
 
 def _int_mean(data, target, updates, use_init_val):
-  """floor((data + sum) / count) exactly: each value is split as
-  q * c + r with 0 <= r < c, the q summed with wrap-around (the mean fits),
-  the r in the widest unsigned type (exact while c * c fits it)."""
+  """floor((data + sum) / count) exactly for every count: each value is
+  split as q * c + r with 0 <= r < c, the q summed with wrap-around (the
+  mean fits), the r in the widest unsigned type. Their sum reaches about
+  c * c, so where n updates could overflow that type the r are summed in
+  digits of `width` bits (c * 2**width < 2**bits: no digit sum overflows),
+  one scatter-add of all digits, and `_divide_digits` divides the digit
+  sums by c. One digit, today's single scatter-add, up to 65,535 updates
+  in x32 mode and about 2**32 in x64 (docs/semantics.md#reduction-mean)."""
   slots = data.shape[0]
-  work = data.dtype if data.dtype.itemsize >= 4 else np.dtype(np.int32)
+  most = updates.shape[0] + int(use_init_val)  # The largest count c.
+  work = np.dtype(data.dtype if data.dtype.itemsize >= 4 else np.int32)
+  if most > jnp.iinfo(work).max:
+    work = np.dtype(np.int64)  # x64 only: x32 counts fit int32.
   wide = jax.dtypes.canonicalize_dtype(np.uint64)
-  count = _counts(target, slots)[:, None] + int(use_init_val)
+  bits = np.iinfo(wide).bits
+  width = bits - most.bit_length()  # c * 2**width < 2**bits
+  digits = max(1, -(-(most - 1).bit_length() // width))
+  count = _counts(target, slots, _duplicates.int_dtype_for(most))
+  count = count[:, None] + int(use_init_val)
   c = jnp.maximum(count, 1).astype(work)
   c_of = c.at[target].get(mode="fill", fill_value=1)
 
   def split(x, c):
     x = x.astype(work)
     q = jnp.floor_divide(x, c)
-    return q, (x - q * c).astype(wide)
+    r = (x - q * c).astype(wide)
+    if digits > 1:
+      mask = wide.type((1 << width) - 1)
+      r = jnp.stack(
+        [(r >> wide.type(width * j)) & mask for j in range(digits)], -1
+      )
+    return q, r
 
   q_u, r_u = split(updates, c_of)
   if use_init_val:
     q, rem = split(data, c)
   else:
-    q, rem = jnp.zeros(data.shape, work), jnp.zeros(data.shape, wide)
+    q = jnp.zeros(data.shape, work)
+    rem = jnp.zeros((slots,) + r_u.shape[1:], wide)
   q = _scatter_combine(q, target, q_u, "sum")
   rem = _scatter_combine(rem, target, r_u, "sum")
-  mean = q + (rem // c.astype(wide)).astype(work)
+  if digits > 1:
+    rem = _divide_digits(rem, c.astype(wide), width)
+  else:
+    rem = rem // c.astype(wide)
+  mean = q + rem.astype(work)
   return jnp.where(count > int(use_init_val), mean.astype(data.dtype), data)
+
+
+def _divide_digits(sums, c, width):
+  """floor(sum_j sums[..., j] * 2**(width * j) / c) for digit sums below
+  c * 2**width <= 2**bits whose value is below c * c (at most c remainders
+  below c): a long division from the top digit in which nothing exceeds
+  the unsigned type for c < 2**(bits - 1), the quotient included (< c)."""
+  wide = sums.dtype.type
+  quotient = sums[..., -1] // c
+  carry = sums[..., -1] % c
+  for j in reversed(range(sums.shape[-1] - 1)):
+    digit, shifted = sums[..., j], carry << wide(width)
+    rest = shifted % c + digit % c  # < 2c
+    over = rest >= c
+    quotient = (quotient << wide(width)) + (
+      shifted // c + digit // c + over.astype(sums.dtype)
+    )
+    carry = jnp.where(over, rest - c, rest)
+  return quotient
 
 
 def _write(data, lay_target, rows, keep):

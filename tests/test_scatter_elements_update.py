@@ -72,6 +72,85 @@ def test_int64_mean_does_not_wrap():
   assert_same(out, np.array([big], np.int64))
 
 
+# Integer mean with many values in one slot: the remainders' sum reaches
+# about count**2, which x32 mode once summed in uint32 (65,537 values of -1
+# gave -65537). Every update goes to slot 0 (slots 1 and 2 keep data), and
+# each has the largest remainder, c - 1 for c values: k * c - 1 for random
+# k, as far as the dtype holds such values (else -1, or the unsigned max).
+# The last count splits the remainders into three digits in x32 mode. Each
+# case runs eagerly or jitted by the parity of count and use_init_val, so
+# that every count and dtype meets both (a compilation of millions of
+# updates each).
+MEAN_COUNTS = (65535, 65536, 65537, 70000, 2**21 + 5)
+MEAN_DTYPES = (
+  np.int8,
+  np.int16,
+  np.int32,
+  np.uint8,
+  np.uint32,
+  pytest.param(np.int64, marks=pytest.mark.jax_modes("x64")),
+)
+
+
+@pytest.mark.parametrize("use_init_val", (True, False))
+@pytest.mark.parametrize("dtype", MEAN_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("count", MEAN_COUNTS)
+def test_integer_mean_of_many_values_in_one_slot(count, dtype, use_init_val):
+  rng = np.random.default_rng(count)
+  info = np.iinfo(dtype)
+  c = count + use_init_val
+  low, high = -(-(info.min + 1) // c), (info.max + 1) // c
+  if low > high:
+    updates = np.full(count, info.max, dtype)
+  else:
+    k = rng.integers(low, high, count, endpoint=True, dtype=np.int64)
+    # Wraps in int64 where k * c is 2**63: k * c - 1 is right again.
+    updates = (k * c - 1).astype(dtype)
+  data = np.array([info.min, info.max, 7], dtype)
+  total = int(updates.astype(object).sum()) + use_init_val * int(data[0])
+  expected = data.copy()
+  expected[0] = total // c
+  jitted = use_init_val == (count % 2 == 0)
+  fn = _jitted if jitted else jaxops.scatter_elements_update
+  out = fn(
+    data,
+    np.zeros(count, np.int32),
+    updates,
+    reduction="mean",
+    use_init_val=use_init_val,
+  )
+  assert_same(out, expected)
+
+
+# The long division of the remainders' digit sums, in uint32 (x32 mode's
+# type) up to the largest count an int32 index reaches: random digit sums at
+# their bounds (each below c * 2**width, their value below c * c), against
+# Python's floor division.
+@pytest.mark.parametrize("most", (2, 65535, 65536, 2**21 + 5, 2**31 - 1))
+def test_remainder_digit_sums_divide_exactly(most):
+  rng = np.random.default_rng(most)
+  width = 32 - most.bit_length()
+  digits = max(1, -(-(most - 1).bit_length() // width))
+  counts = [most, 1, *rng.integers(1, most, 62, endpoint=True).tolist()]
+  sums, expected = [], []
+  for c in counts:
+    bound = c * ((1 << width) - 1)
+    row = rng.integers(0, bound, digits, endpoint=True).tolist()
+    value = sum(d << (width * j) for j, d in enumerate(row))
+    while value > c * (c - 1):  # Lower the top digits until it fits.
+      top = max(j for j, d in enumerate(row) if d)
+      row[top] //= 2
+      value = sum(d << (width * j) for j, d in enumerate(row))
+    sums.append(row)
+    expected.append(value // c)
+  out = _reduce._divide_digits(
+    jnp.asarray(np.array(sums, np.uint32)),
+    jnp.asarray(np.array(counts, np.uint32)),
+    width,
+  )
+  assert_same(out, np.array(expected, np.uint32))
+
+
 def test_use_init_val_false_starts_from_neutral_and_keeps_untargeted():
   data = np.array([1.0, 2.0, 3.0, 9.0], F32)
   idx, upd = [0, 0, 2], np.array([5.0, 6.0, 7.0], F32)
