@@ -79,12 +79,15 @@ def to_key(x: jax.Array, is_max: bool) -> jax.Array:
 
 
 def from_key(key: jax.Array, dtype: Any) -> jax.Array:
+  """The bits, in the key's int type, of the float a key orders: NaN keys
+  give the canonical NaN. Bits, so that selecting among them moves no
+  float (XLA:CPU selects bfloat16 through float32, which drops NaN
+  payloads)."""
   kd = key.dtype
   info = np.iinfo(kd)
   bits = key ^ ((key >> (info.bits - 1)) & np.asarray(info.max, kd))
-  x = lax.bitcast_convert_type(bits, dtype)
   nan = (key == info.max) | (key == info.min)
-  return jnp.where(nan, np.asarray(np.nan, dtype), x)
+  return jnp.where(nan, np.asarray(np.nan, dtype).view(kd), bits)
 
 
 def _scatter_combine(data, target, updates, reduction):
@@ -114,11 +117,23 @@ def _float_minmax_primal(data, target, updates, is_max, use_init_val):
   return out
 
 
+def _kept(key, data, target, is_max, use_init_val):
+  """The floats of `key`, with data's own bits where the result is data's
+  element: every slot no update reaches, and with use_init_val a slot data
+  wins (its NaN keeps payload and sign). A NaN from an update is the
+  canonical NaN (docs/semantics.md#reduction-minmax)."""
+  if use_init_val:
+    kept = key == to_key(data, is_max)
+  else:
+    kept = ~targeted(target, data.shape[0])[:, None]
+  own = lax.bitcast_convert_type(data, key.dtype)
+  bits = jnp.where(kept, own, from_key(key, data.dtype))
+  return lax.bitcast_convert_type(bits, data.dtype)
+
+
 def _minmax(data, target, updates, is_max, use_init_val):
-  return from_key(
-    _float_minmax_primal(data, target, updates, is_max, use_init_val),
-    data.dtype,
-  )
+  key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
+  return _kept(key, data, target, is_max, use_init_val)
 
 
 _minmax = jax.custom_jvp(_minmax, nondiff_argnums=(3, 4))
@@ -131,7 +146,7 @@ def _minmax_jvp(is_max, use_init_val, primals, tangents):
   slots, r = data.shape
   n = updates.shape[0]
   key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
-  out = from_key(key, data.dtype)
+  out = _kept(key, data, target, is_max, use_init_val)
   # The winner of each element: data when it equals the result (ties go to
   # data), else the first update in index order that equals it.
   won = to_key(updates, is_max) == key.at[target].get(mode="fill", fill_value=0)

@@ -20,9 +20,9 @@ import jaxops
 from jaxops import _common, _fold, _reduce, _sort, shapes
 from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
-from tests.support import rejections
-from tests.support.asserts import assert_same
-from tests.support.reductions import np_scatter_elements
+from tests.support import modes, rejections
+from tests.support.asserts import assert_same, assert_same_bits
+from tests.support.reductions import nan_bits_case, np_scatter_elements
 
 OP = "ScatterElementsUpdate-12"
 F32, I32 = np.float32, np.int32
@@ -173,6 +173,39 @@ def test_nan_propagates_under_min_and_max():
   for reduction in ("min", "max"):
     out = jaxops.scatter_elements_update(data, idx, upd, reduction=reduction)
     assert_same(out, np.array([np.nan, np.nan, 1], F32), reduction)
+
+
+# min/max keep the bits of a slot whose result is data's own element: one
+# no update reaches, or one where data wins (a NaN with its payload); a NaN
+# from an update is the canonical NaN. Slots nothing targets came back as
+# the canonical NaN before (payload and sign lost).
+NAN_DTYPES = (
+  np.float16,
+  jnp.bfloat16,
+  np.float32,
+  pytest.param(np.float64, marks=pytest.mark.jax_modes("x64")),
+)
+
+
+@pytest.mark.parametrize("run", modes.RUNS)
+@pytest.mark.parametrize("use_init_val", (True, False))
+@pytest.mark.parametrize("dtype", NAN_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("reduction", ("min", "max"))
+def test_min_max_keep_the_bits_of_data_they_keep(
+  reduction, dtype, use_init_val, run
+):
+  data, targets, updates, expected = nan_bits_case(
+    dtype, reduction, use_init_val
+  )
+  out = modes.run_as(
+    run,
+    lambda d, u: jaxops.scatter_elements_update(
+      d, targets, u, reduction=reduction, use_init_val=use_init_val
+    ),
+    data,
+    updates,
+  )
+  assert_same_bits(out, expected)
 
 
 def test_signed_zeros_are_ordered_under_min_and_max():
