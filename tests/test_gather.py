@@ -336,10 +336,53 @@ BAD_CALLS = {
 }
 
 
+# Bad input a demanding new user tries: what is not an array, ragged index
+# lists (also of traced values), fill values data cannot hold, index lists
+# no int64 array holds.
+BAD_CALLS |= {
+  f"data_{name}": (
+    lambda value=value: jaxops.gather(value, [0]),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (value, exc, regex) in rejections.BAD_DATA.items()
+}
+BAD_CALLS |= {
+  "ragged_index_list": (
+    lambda: jaxops.gather(np.zeros(3), rejections.RAGGED_LIST),
+    ValueError,
+    rejections.ragged("indices").removeprefix("^"),
+  ),
+  "ragged_traced_index_list": (
+    lambda: jax.jit(lambda i: jaxops.gather(np.zeros(3), [[i], [i, i]]))(0),
+    ValueError,
+    rejections.ragged("indices").removeprefix("^"),
+  ),
+}
+BAD_CALLS |= {
+  f"fill_value_{name}": (
+    lambda dtype=dtype, fill=fill: jaxops.gather(
+      np.zeros((2, 3), dtype), np.array([1]), fill_value=fill
+    ),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
+}
+BAD_CALLS |= {
+  f"index_list_{name}": (
+    lambda indices=indices: jaxops.gather(np.zeros((2, 3)), indices),
+    IndexError,
+    regex.removeprefix("^"),
+  )
+  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+}
+
+
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
   call, exc, regex = BAD_CALLS[name]
-  rejections.assert_op_error(OP, exc, "^" + regex, call)
+  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
 
 
 # ---------------------------------------------------------------------------

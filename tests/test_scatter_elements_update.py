@@ -352,6 +352,55 @@ def test_bad_inputs_raise_at_trace_time(name):
   )
 
 
+# Bad input a demanding new user tries, eagerly and under jit: what is not an
+# array, ragged lists, updates data's dtype does not hold, index lists no
+# int64 array holds. (data, indices, updates, expectation: `(exception,
+# message regex)` or one per x64 mode, `rejections.in_mode`).
+BAD_CALLS = {
+  **{
+    f"data_{name}": (value, [0], np.ones(1, F32), (exc, regex))
+    for name, (value, exc, regex) in rejections.BAD_DATA.items()
+  },
+  "ragged_index_list": (
+    np.zeros((2, 2), F32),
+    rejections.RAGGED_LIST,
+    np.ones((2, 2), F32),
+    (ValueError, rejections.ragged("indices")),
+  ),
+  "ragged_updates_list": (
+    np.zeros((2, 2), F32),
+    [[0, 1], [1, 0]],
+    [[1.0], [2.0, 3.0]],
+    (ValueError, rejections.ragged("updates")),
+  ),
+  **{
+    f"updates_{name}": (data, [0], updates, expectation)
+    for name, (data, updates, expectation) in rejections.BAD_UPDATES.items()
+  },
+  **{
+    f"index_list_{name}": (
+      np.zeros((2, 1), F32),
+      indices,
+      np.ones((len(indices), 1), F32),
+      (IndexError, regex),
+    )
+    for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+  },
+}
+
+
+@pytest.mark.parametrize("reduction", ("none", "sum"))
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_bad_call(name, reduction, jax_mode):
+  rejections.assert_scatter_rejected(
+    OP,
+    BAD_CALLS[name],
+    jax_mode,
+    jaxops.scatter_elements_update,
+    reduction=reduction,
+  )
+
+
 def test_shape_rule_allows_a_longer_axis():
   assert shapes.scatter_elements_update((3, 4), (7, 2), (7, 2), axis=0) == (
     3,
