@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
@@ -22,7 +23,8 @@ from tests.support import modes, rejections
 from tests.support.asserts import assert_same, assert_same_bits
 from tests.support.reductions import nan_bits_case, np_scatter_nd_reduce
 
-OP = "ScatterNDUpdate-3"
+# A call with a reduction names the version it implements in its errors.
+OP = "ScatterNDUpdate-15"
 ND = ("sum", "sub", "prod", "min", "max")
 F32, I32 = np.float32, np.int32
 
@@ -177,7 +179,31 @@ def test_python_int_updates_that_do_not_fit():
     OP,
     ValueError,
     r"^updates value 2048 does not fit data dtype int8",
-    lambda: jaxops.scatter_nd_update(np.zeros(3, np.int8), [[0]], [2048]),
+    lambda: jaxops.scatter_nd_update(
+      np.zeros(3, np.int8), [[0]], [2048], reduction="sum"
+    ),
+  )
+
+
+def test_out_of_range_errors_name_the_version():
+  # Eagerly an IndexError, under jit checkify's user check; both said
+  # ScatterNDUpdate-3 before.
+  data, updates = np.zeros(4, F32), np.ones(2, F32)
+  rejections.assert_op_error(
+    OP,
+    IndexError,
+    r"^indices\[1, 0\]=4 is out of range for a dim of size 4",
+    lambda: jaxops.scatter_nd_update(
+      data, np.array([[1], [4]]), updates, reduction="max"
+    ),
+  )
+  checked = checkify.checkify(
+    jax.jit(functools.partial(jaxops.scatter_nd_update, reduction="max")),
+    errors=checkify.user_checks,
+  )
+  err, _ = checked(data, np.array([[1], [4]]), updates)
+  assert err.get().startswith(f"{OP}: an index tuple is out of range"), (
+    err.get()
   )
 
 

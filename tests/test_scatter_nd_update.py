@@ -180,23 +180,79 @@ BAD_INPUTS = {
     TypeError,
     r"unique_indices must be a Python bool, got int 1",
   ),
+  "explicit_reduction_none": (
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), F32),
+    {"reduction": "none", "mode": "wrap"},
+    ValueError,
+    r"^mode='wrap' must be one of",
+  ),
+  "unknown_reduction": (
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), F32),
+    {"reduction": "mean"},
+    ValueError,
+    r"^reduction='mean' must be one of \('none', 'sum', 'sub', 'prod', "
+    r"'min', 'max'\)",
+  ),
+  "reduction_not_a_string": (
+    ((4,), F32),
+    ((2, 1), I32),
+    ((2,), F32),
+    {"reduction": None},
+    ValueError,
+    r"^reduction=None must be one of",
+  ),
+  "min_of_complex": (
+    ((4,), np.complex64),
+    ((2, 1), I32),
+    ((2,), np.complex64),
+    {"reduction": "min"},
+    TypeError,
+    r"^reduction='min' is not defined for complex data",
+  ),
 }
 
+OP_15 = "ScatterNDUpdate-15"
 
-@pytest.mark.parametrize("name", BAD_INPUTS)
-def test_bad_inputs_raise_at_trace_time(name):
+
+def op_of(reduction):
+  """The operator a call names in its errors: ScatterNDUpdate-15 for a
+  reduction other than "none" (docs/semantics.md#scatter-reductions)."""
+  return OP if reduction in ("default", "none") else OP_15
+
+
+# Every row as the call gives it (reduction not passed: "default") and with
+# reduction "sum", which names ScatterNDUpdate-15; a row with its own
+# reduction once.
+@pytest.mark.parametrize(
+  "name, reduction",
+  [
+    (name, reduction)
+    for name, row in BAD_INPUTS.items()
+    for reduction in (
+      (row[3]["reduction"],) if "reduction" in row[3] else ("default", "sum")
+    )
+  ],
+)
+def test_bad_inputs_raise_at_trace_time(name, reduction):
   data, indices, updates, kwargs, exc, pattern = BAD_INPUTS[name]
+  attrs = dict(kwargs)
+  if reduction != "default":
+    attrs["reduction"] = reduction
   rejections.assert_rejected(
-    OP,
+    op_of(reduction),
     exc,
     pattern,
     operator=jaxops.scatter_nd_update,
-    # The shape rule sees shapes only.
+    # The shape rule sees shapes only, and names ScatterNDUpdate-3.
     shape_rule=shapes.scatter_nd_update
-    if exc is ValueError and not kwargs
+    if exc is ValueError and not attrs
     else None,
     arrays=(data, indices, updates),
-    attrs=kwargs,
+    attrs=attrs,
   )
 
 
@@ -246,11 +302,17 @@ BAD_CALLS = {
 }
 
 
+@pytest.mark.parametrize("reduction", ["none", "sum"])
 @pytest.mark.parametrize("mode", ["drop", "clip"])
 @pytest.mark.parametrize("name", BAD_CALLS)
-def test_bad_call(name, mode, jax_mode):
+def test_bad_call(name, mode, reduction, jax_mode):
   rejections.assert_scatter_rejected(
-    OP, BAD_CALLS[name], jax_mode, jaxops.scatter_nd_update, mode=mode
+    op_of(reduction),
+    BAD_CALLS[name],
+    jax_mode,
+    jaxops.scatter_nd_update,
+    mode=mode,
+    reduction=reduction,
   )
 
 
