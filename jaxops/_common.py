@@ -230,7 +230,7 @@ def as_indices(
   that holds it; otherwise its first value beyond int64 (or uint64) is out of
   range for every dim: an IndexError.
   """
-  array = as_array_like(indices)
+  array = as_array_like(indices, op, name)
   if not isinstance(indices, (jax.Array, np.ndarray, jax.core.Tracer)):
     array = _python_ints(indices, array, op, name)
   check_index_dtype(array.dtype, op, name, shape=array.shape)
@@ -275,16 +275,47 @@ def _unravel(position: int, shape: Sequence[int]) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
-def as_array_like(value: Any) -> jax.Array | np.ndarray:
+def as_array_like(
+  value: Any, op: str | None = None, name: str = ""
+) -> jax.Array | np.ndarray:
   """An array for `value`: arrays and tracers as they are, Python values as
   NumPy arrays, or as a JAX array when they hold tracers (a list argument of a
   jitted call arrives as a list of tracers).
+
+  With `op`, a ragged nested sequence raises that operator's ValueError
+  naming the argument `name` (docs/semantics.md#bad-input); without, the
+  value has passed an operator's checks already.
   """
   if isinstance(value, (jax.Array, np.ndarray, jax.core.Tracer)):
     return value
-  if any(_is_tracer(leaf) for leaf in jax.tree.leaves(value)):
-    return jnp.asarray(value)
-  return np.asarray(value)
+  try:
+    if any(_is_tracer(leaf) for leaf in jax.tree.leaves(value)):
+      return jnp.asarray(value)
+    return np.asarray(value)
+  except (TypeError, ValueError) as error:
+    if op is not None:
+      raise_if_ragged(value, op, name, error)
+    raise
+
+
+def raise_if_ragged(value: Any, op: str, name: str, cause: Exception) -> None:
+  """Raises `op`'s ValueError for `name` where `value`, which failed to
+  convert with `cause`, is a ragged nested sequence; returns otherwise."""
+  if _nested_shape(value) is None:
+    raise op_error(
+      op, f"{name} must be an array, got a ragged nested sequence ({cause})"
+    ) from cause
+
+
+def _nested_shape(value: Any) -> tuple[int, ...] | None:
+  """The shape of nested lists and tuples (of arrays, tracers or scalars),
+  or None where they are ragged. Reads shapes only, never values: a list
+  may hold tracers."""
+  if not isinstance(value, (list, tuple)):
+    return np.shape(value)
+  shapes = {_nested_shape(item) for item in value}
+  inner = shapes.pop() if len(shapes) == 1 else () if not shapes else None
+  return None if inner is None else (len(value), *inner)
 
 
 def check_index_dtype(

@@ -79,12 +79,15 @@ def to_key(x: jax.Array, is_max: bool) -> jax.Array:
 
 
 def from_key(key: jax.Array, dtype: Any) -> jax.Array:
+  """The bits, in the key's int type, of the float a key orders: NaN keys
+  give the canonical NaN. Bits, so that selecting among them moves no
+  float (XLA:CPU selects bfloat16 through float32, which drops NaN
+  payloads)."""
   kd = key.dtype
   info = np.iinfo(kd)
   bits = key ^ ((key >> (info.bits - 1)) & np.asarray(info.max, kd))
-  x = lax.bitcast_convert_type(bits, dtype)
   nan = (key == info.max) | (key == info.min)
-  return jnp.where(nan, np.asarray(np.nan, dtype), x)
+  return jnp.where(nan, np.asarray(np.nan, dtype).view(kd), bits)
 
 
 def _scatter_combine(data, target, updates, reduction):
@@ -114,11 +117,23 @@ def _float_minmax_primal(data, target, updates, is_max, use_init_val):
   return out
 
 
+def _kept(key, data, target, is_max, use_init_val):
+  """The floats of `key`, with data's own bits where the result is data's
+  element: every slot no update reaches, and with use_init_val a slot data
+  wins (its NaN keeps payload and sign). A NaN from an update is the
+  canonical NaN (docs/semantics.md#reduction-minmax)."""
+  if use_init_val:
+    kept = key == to_key(data, is_max)
+  else:
+    kept = ~targeted(target, data.shape[0])[:, None]
+  own = lax.bitcast_convert_type(data, key.dtype)
+  bits = jnp.where(kept, own, from_key(key, data.dtype))
+  return lax.bitcast_convert_type(bits, data.dtype)
+
+
 def _minmax(data, target, updates, is_max, use_init_val):
-  return from_key(
-    _float_minmax_primal(data, target, updates, is_max, use_init_val),
-    data.dtype,
-  )
+  key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
+  return _kept(key, data, target, is_max, use_init_val)
 
 
 _minmax = jax.custom_jvp(_minmax, nondiff_argnums=(3, 4))
@@ -170,9 +185,9 @@ def targeted(target, slots):
   )
 
 
-def _counts(target, slots):
+def _counts(target, slots, dtype):
   return (
-    jnp.zeros((slots,), jnp.int32)
+    jnp.zeros((slots,), dtype)
     .at[target]
     .add(1, mode="drop", wrap_negative_indices=False)
   )
@@ -188,30 +203,72 @@ def _bool(data, target, updates, reduction):
 
 
 def _int_mean(data, target, updates, use_init_val):
-  """floor((data + sum) / count) exactly: each value is split as
-  q * c + r with 0 <= r < c, the q summed with wrap-around (the mean fits),
-  the r in the widest unsigned type (exact while c * c fits it)."""
+  """floor((data + sum) / count) exactly for every count: each value is
+  split as q * c + r with 0 <= r < c, the q summed with wrap-around (the
+  mean fits), the r in the widest unsigned type. Their sum reaches about
+  c * c, so where n updates could overflow that type the r are summed in
+  digits of `width` bits (c * 2**width < 2**bits: no digit sum overflows),
+  one scatter-add of all digits, and `_divide_digits` divides the digit
+  sums by c. One digit, today's single scatter-add, up to 65,535 updates
+  in x32 mode and about 2**32 in x64 (docs/semantics.md#reduction-mean)."""
   slots = data.shape[0]
-  work = data.dtype if data.dtype.itemsize >= 4 else np.dtype(np.int32)
+  most = updates.shape[0] + int(use_init_val)  # The largest count c.
+  work = np.dtype(data.dtype if data.dtype.itemsize >= 4 else np.int32)
+  if most > jnp.iinfo(work).max:
+    work = np.dtype(np.int64)  # x64 only: x32 counts fit int32.
   wide = jax.dtypes.canonicalize_dtype(np.uint64)
-  count = _counts(target, slots)[:, None] + int(use_init_val)
+  bits = np.iinfo(wide).bits
+  width = bits - most.bit_length()  # c * 2**width < 2**bits
+  digits = max(1, -(-(most - 1).bit_length() // width))
+  count = _counts(target, slots, _duplicates.int_dtype_for(most))
+  count = count[:, None] + int(use_init_val)
   c = jnp.maximum(count, 1).astype(work)
   c_of = c.at[target].get(mode="fill", fill_value=1)
 
   def split(x, c):
     x = x.astype(work)
     q = jnp.floor_divide(x, c)
-    return q, (x - q * c).astype(wide)
+    r = (x - q * c).astype(wide)
+    if digits > 1:
+      mask = wide.type((1 << width) - 1)
+      r = jnp.stack(
+        [(r >> wide.type(width * j)) & mask for j in range(digits)], -1
+      )
+    return q, r
 
   q_u, r_u = split(updates, c_of)
   if use_init_val:
     q, rem = split(data, c)
   else:
-    q, rem = jnp.zeros(data.shape, work), jnp.zeros(data.shape, wide)
+    q = jnp.zeros(data.shape, work)
+    rem = jnp.zeros((slots,) + r_u.shape[1:], wide)
   q = _scatter_combine(q, target, q_u, "sum")
   rem = _scatter_combine(rem, target, r_u, "sum")
-  mean = q + (rem // c.astype(wide)).astype(work)
+  if digits > 1:
+    rem = _divide_digits(rem, c.astype(wide), width)
+  else:
+    rem = rem // c.astype(wide)
+  mean = q + rem.astype(work)
   return jnp.where(count > int(use_init_val), mean.astype(data.dtype), data)
+
+
+def _divide_digits(sums, c, width):
+  """floor(sum_j sums[..., j] * 2**(width * j) / c) for digit sums below
+  c * 2**width <= 2**bits whose value is below c * c (at most c remainders
+  below c): a long division from the top digit in which nothing exceeds
+  the unsigned type for c < 2**(bits - 1), the quotient included (< c)."""
+  wide = sums.dtype.type
+  quotient = sums[..., -1] // c
+  carry = sums[..., -1] % c
+  for j in reversed(range(sums.shape[-1] - 1)):
+    digit, shifted = sums[..., j], carry << wide(width)
+    rest = shifted % c + digit % c  # < 2c
+    over = rest >= c
+    quotient = (quotient << wide(width)) + (
+      shifted // c + digit // c + over.astype(sums.dtype)
+    )
+    carry = jnp.where(over, rest - c, rest)
+  return quotient
 
 
 def _write(data, lay_target, rows, keep):
@@ -324,7 +381,8 @@ def _serial(data, target, updates, reduction, use_init_val):
   out = data.at[target].add(updates, mode="drop", wrap_negative_indices=False)
   if reduction != "mean":
     return out
-  count = _counts(target, slots)[:, None]
+  count = _counts(target, slots, _duplicates.int_dtype_for(target.shape[0]))
+  count = count[:, None]
   # At least 1: an untargeted slot's quotient is not taken, but its
   # derivative would be (0 / 0).
   divisor = jnp.maximum(count + int(use_init_val), 1).astype(dtype)

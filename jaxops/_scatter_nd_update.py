@@ -45,7 +45,18 @@ from jaxops._linear import linear_custom_jvp, linear_with_transpose
 from jaxops._rows import write_rows
 
 OP = "ScatterNDUpdate-3"
+# The version a call with a reduction implements, and names in its errors;
+# reduction "none" is ScatterNDUpdate-3, as OpenVINO converts it
+# (docs/semantics.md#scatter-reductions).
+OP_REDUCE = "ScatterNDUpdate-15"
 REDUCTIONS = ("none", "sum", "sub", "prod", "min", "max")
+
+
+def _op_of(reduction: Any) -> str:
+  """The operator a call with `reduction` implements: ScatterNDUpdate-3 for
+  "none", ScatterNDUpdate-15 for any other value (a bad one included: only
+  -15 has the attribute)."""
+  return OP if isinstance(reduction, str) and reduction == "none" else OP_REDUCE
 
 
 def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
@@ -53,7 +64,11 @@ def _expected_updates_shape(data_shape: Shape, indices_shape: Shape) -> Shape:
 
 
 def scatter_nd_update_shape(
-  data_shape: ShapeLike, indices_shape: ShapeLike, updates_shape: ShapeLike
+  data_shape: ShapeLike,
+  indices_shape: ShapeLike,
+  updates_shape: ShapeLike,
+  *,
+  _op: str = OP,
 ) -> Shape:
   """Output shape of ScatterNDUpdate-3 (data's); raises ValueError otherwise.
 
@@ -62,12 +77,16 @@ def scatter_nd_update_shape(
   broadcasting). When that expected shape is `()`, a one-element `(1,)` is
   accepted too.
 
+  The rule is ScatterNDUpdate-15's too; `_op` (private) is the name its
+  errors give.
+
   >>> scatter_nd_update_shape((1000, 256, 10, 15), (25, 125, 3), (25, 125, 15))
   (1000, 256, 10, 15)
   """
-  data_shape = _common.static_shape(data_shape, OP, "data")
-  indices_shape = _common.static_shape(indices_shape, OP, "indices")
-  updates_shape = _common.static_shape(updates_shape, OP, "updates")
+  op = _op
+  data_shape = _common.static_shape(data_shape, op, "data")
+  indices_shape = _common.static_shape(indices_shape, op, "indices")
+  updates_shape = _common.static_shape(updates_shape, op, "updates")
   r, q = len(data_shape), len(indices_shape)
   shapes = (
     f"(data shape {shape_str(data_shape)}, "
@@ -75,13 +94,13 @@ def scatter_nd_update_shape(
     f"updates shape {shape_str(updates_shape)})"
   )
   if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+    raise op_error(op, f"data must have rank >= 1, got rank 0 {shapes}")
   if q < 1:
-    raise op_error(OP, f"indices must have rank >= 1, got rank 0 {shapes}")
+    raise op_error(op, f"indices must have rank >= 1, got rank 0 {shapes}")
   k = indices_shape[-1]
   if k > r:
     raise op_error(
-      OP, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}"
+      op, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}"
     )
   expected = _expected_updates_shape(data_shape, indices_shape)
   if updates_shape != expected and not (
@@ -89,7 +108,7 @@ def scatter_nd_update_shape(
   ):
     one_element = " (or (1,))" if expected == () else ""
     raise op_error(
-      OP,
+      op,
       f"updates shape {shape_str(updates_shape)} must equal "
       f"indices.shape[:-1] + data.shape[k:] = {shape_str(expected)}"
       f"{one_element} with k={k}; updates are not broadcast {shapes}",
@@ -138,10 +157,14 @@ _scatter_unique = linear_custom_jvp(
 
 
 def _in_range(
-  indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
+  indices: jax.Array,
+  sizes: tuple[int, ...],
+  mode: lax.GatherScatterMode,
+  op: str = OP,
 ) -> tuple[jax.Array, jax.Array]:
   """(n, k) signed tuples with negatives wrapped and `mode` applied ("clip"
-  clamps), and whether each is in range (n,)."""
+  clamps), and whether each is in range (n,); `op` names checkify's
+  message."""
   n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
   sizes_arr = np.asarray(sizes, np.int64).reshape(1, k)
@@ -162,7 +185,7 @@ def _in_range(
     indices = _checks.checked_indices(
       indices,
       sizes,
-      f"{OP}: an index tuple is out of range for the "
+      f"{op}: an index tuple is out of range for the "
       f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
     )
     # Reinterpreted as unsigned, a negative index is above every size: one
@@ -224,12 +247,12 @@ def _targets(
   dtype = _duplicates.int_dtype_for(slots + n)
   if dtype is None:
     raise op_error(
-      OP,
+      OP_REDUCE,
       f"reductions need {slots} + {n} to fit an index type; enable x64",
     )
   if not sizes:
     return jnp.zeros((n,), dtype)
-  indices, in_bounds = _in_range(indices, sizes, mode)
+  indices, in_bounds = _in_range(indices, sizes, mode, OP_REDUCE)
   valid = jnp.where(in_bounds[:, None], indices, 0)
   return jnp.where(
     in_bounds, _common.linear_index(valid, sizes, dtype), dtype.type(slots)
@@ -295,6 +318,11 @@ def scatter_nd_update(
       broadcast) and data's dtype (a TypeError otherwise; Python scalars and
       lists are converted to data's dtype when that keeps their kind). When
       that shape is `()`, a one-element `(1,)` array is accepted too.
+    reduction: "none" (default: the last tuple wins, ScatterNDUpdate-3) or
+      "sum", "sub", "prod", "min", "max": `out[t] = f(out[t], updates[i])`
+      in increasing i (ScatterNDUpdate-15,
+      docs/semantics.md#scatter-reductions). Errors name the version the
+      call implements.
     mode: what an out-of-range index tuple does under `jit`, where raising is
       impossible. `"drop"` (default) skips that tuple: nothing outside `data`
       is ever written. `"clip"` clamps each index into range.
@@ -324,21 +352,23 @@ def scatter_nd_update(
     ...                          jnp.array([5, 6], dtype=jnp.int32))[:2]
     Array([6, 2], dtype=int32)
 
-  Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none").
+  Implements OpenVINO ScatterNDUpdate-3 (= ONNX ScatterND, reduction "none")
+  and, with a reduction, ScatterNDUpdate-15 (= ONNX ScatterND-18).
   """
   if _export.active():
     return _exported(data, indices, updates, reduction, mode, unique_indices)
-  data = _values.as_data(data, OP)
-  indices = _common.as_indices(indices, OP)
-  updates = _values.as_updates(updates, data.dtype, OP)
-  scatter_nd_update_shape(data.shape, indices.shape, updates.shape)
-  _reduce.check_reduction(OP, reduction, REDUCTIONS, data.dtype)
+  op = _op_of(reduction)
+  data = _values.as_data(data, op)
+  indices = _common.as_indices(indices, op)
+  updates = _values.as_updates(updates, data.dtype, op)
+  scatter_nd_update_shape(data.shape, indices.shape, updates.shape, _op=op)
+  _reduce.check_reduction(op, reduction, REDUCTIONS, data.dtype)
   scatter_mode = _common.canonicalize_mode(
-    mode, OP, ("drop", "clip", "promise_in_bounds")
+    mode, op, ("drop", "clip", "promise_in_bounds")
   )
   if not isinstance(unique_indices, (bool, np.bool_)):
     raise op_error(
-      OP,
+      op,
       f"unique_indices must be a Python bool, got "
       f"{type(unique_indices).__name__} {unique_indices!r}",
       TypeError,
@@ -346,7 +376,7 @@ def scatter_nd_update(
   k = indices.shape[-1]
   sizes = data.shape[:k]
   if scatter_mode != lax.GatherScatterMode.CLIP:
-    _common.check_concrete_bounds(indices, sizes, OP)
+    _common.check_concrete_bounds(indices, sizes, op)
   n = math.prod(indices.shape[:-1])
   updates = jnp.reshape(updates, (n,) + data.shape[k:])
   if n == 0 or data.size == 0:
@@ -464,7 +494,10 @@ def _export_impl(data, indices, updates, *, reduction, mode, unique_indices):
   )
 
 
-_export_abstract = _export.abstract_eval(scatter_nd_update_shape, OP)
+def _export_abstract(data, indices, updates, **params):
+  op = _op_of(params["reduction"])
+  rule = functools.partial(scatter_nd_update_shape, _op=op)
+  return _export.abstract_eval(rule, op)(data, indices, updates)
 
 
 def _export_batch(args, dims, **params):

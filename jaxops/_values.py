@@ -16,7 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxops._common import _is_tracer, as_array_like, op_error, shape_str
+from jaxops._common import (
+  _is_tracer,
+  as_array_like,
+  op_error,
+  raise_if_ragged,
+  shape_str,
+)
 
 
 def as_data(value: Any, op: str, name: str = "data") -> jax.Array:
@@ -43,17 +49,11 @@ def as_data(value: Any, op: str, name: str = "data") -> jax.Array:
     return jnp.asarray(value)
   except (TypeError, ValueError) as error:
     cause = error
-  try:
-    dtype = np.asarray(value).dtype
-  except ValueError:
-    raise op_error(
-      op,
-      f"{name} must be an array, got a ragged nested sequence ({cause})",
-    ) from cause
+  raise_if_ragged(value, op, name, cause)
   raise op_error(
     op,
-    f"{name} must be an array of numbers or bools, got dtype {dtype} "
-    f"({type(value).__name__})",
+    f"{name} must be an array of numbers or bools, got dtype "
+    f"{np.asarray(value).dtype} ({type(value).__name__})",
     TypeError,
   ) from cause
 
@@ -154,9 +154,11 @@ def _python_kind(value: Any) -> str:
   return "f" if isinstance(value, float) else "c"
 
 
-def python_values(values: np.ndarray, dtype: Any, op: str, name: str) -> Any:
-  """Python numbers given for an array of `dtype`, as NumPy made them,
-  checked to fit `dtype` where their kind converts (`check_fits`).
+def host_values(values: np.ndarray, dtype: Any, op: str, name: str) -> Any:
+  """Host values given for an array of `dtype` -- Python numbers as NumPy
+  made them, or a NumPy array that JAX narrows to `dtype` in x32 mode --
+  checked to fit `dtype` where their kind converts (`check_fits`): nothing
+  wraps or overflows on the way.
 
   Ints beyond 64 bits (an object array) become float64 for inexact `dtype`.
   Returns `values`, or that float64 array.
@@ -242,7 +244,9 @@ def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
   """`updates` as an array of data's `dtype`, or a TypeError.
 
   Arrays must have data's dtype after JAX's canonicalization (a NumPy float64
-  array is float32 when x64 is off, as it would be under jit). Python scalars
+  array is float32 when x64 is off, as it would be under jit), and a NumPy
+  array that canonicalization narrows must hold values the narrow dtype
+  holds (a ValueError, as for Python numbers). Python scalars
   and lists, and the weakly typed arrays JAX makes of them under jit, take
   data's dtype when that keeps or widens their kind. Python bools are not weak
   in JAX and need bool data, as bool arrays do.
@@ -253,9 +257,9 @@ def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
     if isinstance(updates, (jax.Array, jax.core.Tracer))
     else not is_array
   )
-  updates = as_array_like(updates)
+  updates = as_array_like(updates, op, "updates")
   if not is_array:
-    updates = python_values(updates, dtype, op, "updates")
+    updates = host_values(updates, dtype, op, "updates")
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
   if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
     if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
@@ -274,4 +278,8 @@ def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
       "of them explicitly",
       TypeError,
     )
+  elif isinstance(updates, np.ndarray) and given != updates.dtype:
+    # x32 mode narrows a 64-bit host array, which would wrap a value the
+    # narrow dtype does not hold (docs/semantics.md#bad-input).
+    host_values(updates, given, op, "updates")
   return jnp.asarray(updates, dtype=dtype)

@@ -336,10 +336,53 @@ BAD_CALLS = {
 }
 
 
+# Bad input a demanding new user tries: what is not an array, ragged index
+# lists (also of traced values), fill values data cannot hold, index lists
+# no int64 array holds.
+BAD_CALLS |= {
+  f"data_{name}": (
+    lambda value=value: jaxops.gather(value, [0]),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (value, exc, regex) in rejections.BAD_DATA.items()
+}
+BAD_CALLS |= {
+  "ragged_index_list": (
+    lambda: jaxops.gather(np.zeros(3), rejections.RAGGED_LIST),
+    ValueError,
+    rejections.ragged("indices").removeprefix("^"),
+  ),
+  "ragged_traced_index_list": (
+    lambda: jax.jit(lambda i: jaxops.gather(np.zeros(3), [[i], [i, i]]))(0),
+    ValueError,
+    rejections.ragged("indices").removeprefix("^"),
+  ),
+}
+BAD_CALLS |= {
+  f"fill_value_{name}": (
+    lambda dtype=dtype, fill=fill: jaxops.gather(
+      np.zeros((2, 3), dtype), np.array([1]), fill_value=fill
+    ),
+    exc,
+    regex.removeprefix("^"),
+  )
+  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
+}
+BAD_CALLS |= {
+  f"index_list_{name}": (
+    lambda indices=indices: jaxops.gather(np.zeros((2, 3)), indices),
+    IndexError,
+    regex.removeprefix("^"),
+  )
+  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+}
+
+
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
   call, exc, regex = BAD_CALLS[name]
-  rejections.assert_op_error(OP, exc, "^" + regex, call)
+  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
 
 
 # ---------------------------------------------------------------------------
@@ -513,6 +556,54 @@ def test_out_of_range_zero_in_every_dtype(dtype):
   assert_same(jaxops.gather(data, indices, 1, 1), expected)
   fn = jax.jit(lambda d, i: jaxops.gather(d, i, 1, 1))
   assert_same(fn(data, indices), expected)
+
+
+# A NumPy int64 index beyond int32 read where a transformation traces it:
+# x64 mode reads zero; x32 mode narrows it at the transformation's boundary,
+# before jaxops sees it, so 2**33 + 1 is the valid index 1
+# (docs/semantics.md#gather-out-of-range). A direct call, the array closed
+# over, and an argument grad does not differentiate read zero in both.
+_BIG = np.array([2**33 + 1, 1], np.int64)
+_X = np.arange(1.0, 4.0, dtype=np.float32)
+# name: (call, its result in x64 mode, in x32 mode).
+BOUNDARIES = {
+  "direct": (lambda: jaxops.gather(_X, _BIG), [0, 2], [0, 2]),
+  "closed_over_under_vmap": (
+    lambda: jax.vmap(lambda d: jaxops.gather(d, _BIG))(_X[None])[0],
+    [0, 2],
+    [0, 2],
+  ),
+  "vmap": (
+    lambda: jax.vmap(lambda i: jaxops.gather(_X, i))(_BIG),
+    [0, 2],
+    [2, 2],
+  ),
+  "jit": (
+    lambda: jax.jit(lambda i: jaxops.gather(_X, i))(_BIG),
+    [0, 2],
+    [2, 2],
+  ),
+  # Differentiated with respect to data only, grad passes the indices on.
+  "grad": (
+    lambda: jax.grad(lambda d, i: jaxops.gather(d, i).sum())(_X, _BIG),
+    [0, 1, 0],
+    [0, 1, 0],
+  ),
+  "grad_of_both": (
+    lambda: jax.grad(
+      lambda d, i: jaxops.gather(d, i).sum(), (0, 1), allow_int=True
+    )(_X, _BIG)[0],
+    [0, 1, 0],
+    [0, 2, 0],
+  ),
+}
+
+
+@pytest.mark.parametrize("name", BOUNDARIES)
+def test_numpy_int64_indices_at_a_transformation_boundary(name, jax_mode):
+  call, x64, x32 = BOUNDARIES[name]
+  expected = x64 if jax_mode == "x64" else x32
+  assert_same(call(), np.array(expected, np.float32))
 
 
 # The fill-mode lowerings on CPU (docs/design.md#lowering-fill): one element

@@ -253,9 +253,9 @@ BAD_CALLS = {
 }
 
 
-# Bad input a demanding new user tries: what is not an array, fill values data
-# cannot hold (every index in range, so no lowering decides), index lists no
-# int64 array holds.
+# Bad input a demanding new user tries: what is not an array, ragged index
+# lists, fill values data cannot hold (every index in range, so no lowering
+# decides), index lists no int64 array holds.
 BAD_CALLS |= {
   f"data_{name}": (
     lambda value=value: jaxops.gather_elements(value, [[0]]),
@@ -274,6 +274,11 @@ BAD_CALLS |= {
   )
   for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
 }
+BAD_CALLS["ragged_index_list"] = (
+  lambda: jaxops.gather_elements(np.zeros((2, 1)), rejections.RAGGED_LIST),
+  ValueError,
+  rejections.ragged("indices").removeprefix("^"),
+)
 BAD_CALLS |= {
   f"index_list_{name}": (
     lambda indices=indices: jaxops.gather_elements(np.zeros((2, 1)), indices),

@@ -20,9 +20,9 @@ import jaxops
 from jaxops import _common, _fold, _reduce, _sort, shapes
 from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
-from tests.support import rejections
-from tests.support.asserts import assert_same
-from tests.support.reductions import np_scatter_elements
+from tests.support import modes, rejections
+from tests.support.asserts import assert_same, assert_same_bits
+from tests.support.reductions import nan_bits_case, np_scatter_elements
 
 OP = "ScatterElementsUpdate-12"
 F32, I32 = np.float32, np.int32
@@ -72,6 +72,85 @@ def test_int64_mean_does_not_wrap():
   assert_same(out, np.array([big], np.int64))
 
 
+# Integer mean with many values in one slot: the remainders' sum reaches
+# about count**2, which x32 mode once summed in uint32 (65,537 values of -1
+# gave -65537). Every update goes to slot 0 (slots 1 and 2 keep data), and
+# each has the largest remainder, c - 1 for c values: k * c - 1 for random
+# k, as far as the dtype holds such values (else -1, or the unsigned max).
+# The last count splits the remainders into three digits in x32 mode. Each
+# case runs eagerly or jitted by the parity of count and use_init_val, so
+# that every count and dtype meets both (a compilation of millions of
+# updates each).
+MEAN_COUNTS = (65535, 65536, 65537, 70000, 2**21 + 5)
+MEAN_DTYPES = (
+  np.int8,
+  np.int16,
+  np.int32,
+  np.uint8,
+  np.uint32,
+  pytest.param(np.int64, marks=pytest.mark.jax_modes("x64")),
+)
+
+
+@pytest.mark.parametrize("use_init_val", (True, False))
+@pytest.mark.parametrize("dtype", MEAN_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("count", MEAN_COUNTS)
+def test_integer_mean_of_many_values_in_one_slot(count, dtype, use_init_val):
+  rng = np.random.default_rng(count)
+  info = np.iinfo(dtype)
+  c = count + use_init_val
+  low, high = -(-(info.min + 1) // c), (info.max + 1) // c
+  if low > high:
+    updates = np.full(count, info.max, dtype)
+  else:
+    k = rng.integers(low, high, count, endpoint=True, dtype=np.int64)
+    # Wraps in int64 where k * c is 2**63: k * c - 1 is right again.
+    updates = (k * c - 1).astype(dtype)
+  data = np.array([info.min, info.max, 7], dtype)
+  total = int(updates.astype(object).sum()) + use_init_val * int(data[0])
+  expected = data.copy()
+  expected[0] = total // c
+  jitted = use_init_val == (count % 2 == 0)
+  fn = _jitted if jitted else jaxops.scatter_elements_update
+  out = fn(
+    data,
+    np.zeros(count, np.int32),
+    updates,
+    reduction="mean",
+    use_init_val=use_init_val,
+  )
+  assert_same(out, expected)
+
+
+# The long division of the remainders' digit sums, in uint32 (x32 mode's
+# type) up to the largest count an int32 index reaches: random digit sums at
+# their bounds (each below c * 2**width, their value below c * c), against
+# Python's floor division.
+@pytest.mark.parametrize("most", (2, 65535, 65536, 2**21 + 5, 2**31 - 1))
+def test_remainder_digit_sums_divide_exactly(most):
+  rng = np.random.default_rng(most)
+  width = 32 - most.bit_length()
+  digits = max(1, -(-(most - 1).bit_length() // width))
+  counts = [most, 1, *rng.integers(1, most, 62, endpoint=True).tolist()]
+  sums, expected = [], []
+  for c in counts:
+    bound = c * ((1 << width) - 1)
+    row = rng.integers(0, bound, digits, endpoint=True).tolist()
+    value = sum(d << (width * j) for j, d in enumerate(row))
+    while value > c * (c - 1):  # Lower the top digits until it fits.
+      top = max(j for j, d in enumerate(row) if d)
+      row[top] //= 2
+      value = sum(d << (width * j) for j, d in enumerate(row))
+    sums.append(row)
+    expected.append(value // c)
+  out = _reduce._divide_digits(
+    jnp.asarray(np.array(sums, np.uint32)),
+    jnp.asarray(np.array(counts, np.uint32)),
+    width,
+  )
+  assert_same(out, np.array(expected, np.uint32))
+
+
 def test_use_init_val_false_starts_from_neutral_and_keeps_untargeted():
   data = np.array([1.0, 2.0, 3.0, 9.0], F32)
   idx, upd = [0, 0, 2], np.array([5.0, 6.0, 7.0], F32)
@@ -94,6 +173,39 @@ def test_nan_propagates_under_min_and_max():
   for reduction in ("min", "max"):
     out = jaxops.scatter_elements_update(data, idx, upd, reduction=reduction)
     assert_same(out, np.array([np.nan, np.nan, 1], F32), reduction)
+
+
+# min/max keep the bits of a slot whose result is data's own element: one
+# no update reaches, or one where data wins (a NaN with its payload); a NaN
+# from an update is the canonical NaN. Slots nothing targets came back as
+# the canonical NaN before (payload and sign lost).
+NAN_DTYPES = (
+  np.float16,
+  jnp.bfloat16,
+  np.float32,
+  pytest.param(np.float64, marks=pytest.mark.jax_modes("x64")),
+)
+
+
+@pytest.mark.parametrize("run", modes.RUNS)
+@pytest.mark.parametrize("use_init_val", (True, False))
+@pytest.mark.parametrize("dtype", NAN_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("reduction", ("min", "max"))
+def test_min_max_keep_the_bits_of_data_they_keep(
+  reduction, dtype, use_init_val, run
+):
+  data, targets, updates, expected = nan_bits_case(
+    dtype, reduction, use_init_val
+  )
+  out = modes.run_as(
+    run,
+    lambda d, u: jaxops.scatter_elements_update(
+      d, targets, u, reduction=reduction, use_init_val=use_init_val
+    ),
+    data,
+    updates,
+  )
+  assert_same_bits(out, expected)
 
 
 def test_signed_zeros_are_ordered_under_min_and_max():
@@ -237,6 +349,55 @@ def test_bad_inputs_raise_at_trace_time(name):
     shape_rule=shapes.scatter_elements_update if shape_only else None,
     arrays=(data, indices, updates),
     attrs=kwargs,
+  )
+
+
+# Bad input a demanding new user tries, eagerly and under jit: what is not an
+# array, ragged lists, updates data's dtype does not hold, index lists no
+# int64 array holds. (data, indices, updates, expectation: `(exception,
+# message regex)` or one per x64 mode, `rejections.in_mode`).
+BAD_CALLS = {
+  **{
+    f"data_{name}": (value, [0], np.ones(1, F32), (exc, regex))
+    for name, (value, exc, regex) in rejections.BAD_DATA.items()
+  },
+  "ragged_index_list": (
+    np.zeros((2, 2), F32),
+    rejections.RAGGED_LIST,
+    np.ones((2, 2), F32),
+    (ValueError, rejections.ragged("indices")),
+  ),
+  "ragged_updates_list": (
+    np.zeros((2, 2), F32),
+    [[0, 1], [1, 0]],
+    [[1.0], [2.0, 3.0]],
+    (ValueError, rejections.ragged("updates")),
+  ),
+  **{
+    f"updates_{name}": (data, [0], updates, expectation)
+    for name, (data, updates, expectation) in rejections.BAD_UPDATES.items()
+  },
+  **{
+    f"index_list_{name}": (
+      np.zeros((2, 1), F32),
+      indices,
+      np.ones((len(indices), 1), F32),
+      (IndexError, regex),
+    )
+    for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
+  },
+}
+
+
+@pytest.mark.parametrize("reduction", ("none", "sum"))
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_bad_call(name, reduction, jax_mode):
+  rejections.assert_scatter_rejected(
+    OP,
+    BAD_CALLS[name],
+    jax_mode,
+    jaxops.scatter_elements_update,
+    reduction=reduction,
   )
 
 

@@ -11,17 +11,20 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
 from tests.support import generators as gen
-from tests.support import rejections
-from tests.support.asserts import assert_same
-from tests.support.reductions import np_scatter_nd_reduce
+from tests.support import modes, rejections
+from tests.support.asserts import assert_same, assert_same_bits
+from tests.support.reductions import nan_bits_case, np_scatter_nd_reduce
 
-OP = "ScatterNDUpdate-3"
+# A call with a reduction names the version it implements in its errors.
+OP = "ScatterNDUpdate-15"
 ND = ("sum", "sub", "prod", "min", "max")
 F32, I32 = np.float32, np.int32
 
@@ -65,6 +68,35 @@ def test_bad_reduction():
       np.zeros(3, F32), [[0]], np.ones(1, F32), reduction="mean"
     ),
   )
+
+
+# min/max keep the bits of a slot whose result is data's own element: one
+# no tuple reaches, or one where data wins (a NaN with its payload); a NaN
+# from an update is the canonical NaN. Slots nothing targets came back as
+# the canonical NaN before (payload and sign lost).
+@pytest.mark.parametrize("run", modes.RUNS)
+@pytest.mark.parametrize(
+  "dtype",
+  (
+    np.float16,
+    jnp.bfloat16,
+    F32,
+    pytest.param(np.float64, marks=pytest.mark.jax_modes("x64")),
+  ),
+  ids=gen.dtype_id,
+)
+@pytest.mark.parametrize("reduction", ("min", "max"))
+def test_min_max_keep_the_bits_of_data_they_keep(reduction, dtype, run):
+  data, targets, updates, expected = nan_bits_case(dtype, reduction)
+  out = modes.run_as(
+    run,
+    lambda d, u: jaxops.scatter_nd_update(
+      d, targets[:, None], u, reduction=reduction
+    ),
+    data,
+    updates,
+  )
+  assert_same_bits(out, expected)
 
 
 _jitted = jax.jit(jaxops.scatter_nd_update, static_argnames="reduction")
@@ -148,7 +180,31 @@ def test_python_int_updates_that_do_not_fit():
     OP,
     ValueError,
     r"^updates value 2048 does not fit data dtype int8",
-    lambda: jaxops.scatter_nd_update(np.zeros(3, np.int8), [[0]], [2048]),
+    lambda: jaxops.scatter_nd_update(
+      np.zeros(3, np.int8), [[0]], [2048], reduction="sum"
+    ),
+  )
+
+
+def test_out_of_range_errors_name_the_version():
+  # Eagerly an IndexError, under jit checkify's user check; both said
+  # ScatterNDUpdate-3 before.
+  data, updates = np.zeros(4, F32), np.ones(2, F32)
+  rejections.assert_op_error(
+    OP,
+    IndexError,
+    r"^indices\[1, 0\]=4 is out of range for a dim of size 4",
+    lambda: jaxops.scatter_nd_update(
+      data, np.array([[1], [4]]), updates, reduction="max"
+    ),
+  )
+  checked = checkify.checkify(
+    jax.jit(functools.partial(jaxops.scatter_nd_update, reduction="max")),
+    errors=checkify.user_checks,
+  )
+  err, _ = checked(data, np.array([[1], [4]]), updates)
+  assert err.get().startswith(f"{OP}: an index tuple is out of range"), (
+    err.get()
   )
 
 

@@ -1,4 +1,4 @@
-"""The one exactness assertion of the suite."""
+"""The exactness assertions of the suite: values, and bits."""
 
 from __future__ import annotations
 
@@ -37,3 +37,15 @@ def assert_same(actual: Any, expected: Any, context: str = "") -> None:
       np.signbit(expected[numbers]),
       err_msg=f"{context}: signed zeros differ",
     )
+
+
+def assert_same_bits(actual: Any, expected: Any, context: str = "") -> None:
+  """`assert_same`, and every element's bits equal: NaN payloads and signs
+  too (a float compared as the unsigned int of its width)."""
+  assert_same(actual, expected, context)
+  actual = np.asarray(actual)
+  expected = np.asarray(expected).astype(actual.dtype)
+  unsigned = np.dtype(f"uint{8 * actual.dtype.itemsize}")
+  np.testing.assert_array_equal(
+    actual.view(unsigned), expected.view(unsigned), err_msg=f"{context}: bits"
+  )

@@ -190,3 +190,36 @@ def _chunked(data, targets, rows, reduction, chunk):
       total = (total / dtype.type(len(run) + 1)).astype(dtype)
     out[t] = total
   return out
+
+
+# A quiet NaN with a payload and one with the sign bit, as bits, per dtype.
+_NAN_BITS = {
+  "float16": (0x7E01, 0xFE00),
+  "bfloat16": (0x7FC1, 0xFFC0),
+  "float32": (0x7FC00001, 0xFFC00000),
+  "float64": (0x7FF8000000000001, 0xFFF8000000000000),
+}
+
+
+def nan_bits_case(dtype, reduction, use_init_val=True):
+  """`(data, targets, updates, expected)` for min/max on NaNs with payloads
+  (docs/semantics.md#reduction-minmax): six slots, three updates.
+
+  Slots 0, 1 and 5 (a payload NaN, a negative NaN, -0.0) are not targeted
+  and keep their bits; slot 2 (0) takes 1; slot 3 (a payload NaN) takes 5,
+  and keeps its NaN where data takes part (NaN wins); slot 4 (1) takes a
+  payload NaN and holds the canonical NaN.
+  """
+  dtype = np.dtype(dtype)
+  unsigned = np.dtype(f"uint{8 * dtype.itemsize}")
+  payload, negative = _NAN_BITS[dtype.name]
+  data = np.array([0, 0, 0, 0, 1, -0.0], dtype)
+  data.view(unsigned)[[0, 1, 3]] = [payload, negative, payload]
+  updates = np.array([1, 5, 0], dtype)
+  updates.view(unsigned)[2] = payload
+  expected = data.copy()
+  expected[2] = 0 if reduction == "min" and use_init_val else 1
+  if not use_init_val:
+    expected[3] = 5
+  expected[4] = np.array(np.nan).astype(dtype)
+  return data, np.array([2, 3, 4]), updates, expected

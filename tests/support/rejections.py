@@ -117,6 +117,107 @@ BAD_DATA = {
 }
 
 
+# Updates that data's dtype does not hold, for the tables of the scatters:
+# (data, one update, expectation). An expectation is (exception, message
+# regex), or one per x64 mode where the rule depends on it (`in_mode`): x32
+# mode narrows a NumPy 64-bit array to 32 bits, and a value the narrow dtype
+# does not hold is rejected as a Python int is (it would wrap); x64 mode
+# keeps the array's dtype, which must be data's.
+def _narrowed(data_dtype: Any, wide_dtype: Any, value: Any) -> tuple:
+  """A BAD_UPDATES row: one update `value` of the 64-bit `wide_dtype`, which
+  32-bit mode narrows to data's dtype, which does not hold it."""
+  data, wide = np.dtype(data_dtype).name, np.dtype(wide_dtype).name
+  shown = re.escape(str(value))
+  return (
+    np.zeros(3, data_dtype),
+    np.array([value], wide_dtype),
+    {
+      "x32": (
+        ValueError,
+        rf"^updates value {shown} does not fit data dtype {data}",
+      ),
+      "x64": (
+        TypeError,
+        rf"^updates dtype {wide} must equal data dtype {data}",
+      ),
+    },
+  )
+
+
+BAD_UPDATES = {
+  "python_int_1000_into_int8": (
+    np.zeros(3, np.int8),
+    [1000],
+    (ValueError, r"^updates value 1000 does not fit data dtype int8"),
+  ),
+  "python_int_minus1_into_uint8": (
+    np.zeros(3, np.uint8),
+    [-1],
+    (ValueError, r"^updates value -1 does not fit data dtype uint8"),
+  ),
+  "python_int_2**40_into_int32": (
+    np.zeros(3, np.int32),
+    [2**40],
+    (
+      ValueError,
+      r"^updates value 1099511627776 does not fit data dtype int32",
+    ),
+  ),
+  "python_int_2**64_into_int32": (
+    np.zeros(3, np.int32),
+    [2**64],
+    (
+      ValueError,
+      r"^updates value 18446744073709551616 does not fit data dtype int32",
+    ),
+  ),
+  "python_int_2**200_into_float32": (
+    np.zeros(3, np.float32),
+    [2**200],
+    (
+      ValueError,
+      r"^updates value 16069380442589902755419620923411626025222029937827928"
+      r"35301376 does not fit data dtype float32",
+    ),
+  ),
+  "numpy_int64_2**40_into_int32": _narrowed(np.int32, np.int64, 2**40),
+  "numpy_int64_-2**31-1_into_int32": _narrowed(
+    np.int32, np.int64, -(2**31) - 1
+  ),
+  "numpy_uint64_2**32_into_uint32": _narrowed(np.uint32, np.uint64, 2**32),
+  "numpy_float64_1e300_into_float32": _narrowed(np.float32, np.float64, 1e300),
+}
+
+
+def in_mode(expectation: Any, jax_mode: str) -> tuple[type[Exception], str]:
+  """A table's `(exception, regex)`, or its entry for `jax_mode` where the
+  expectation depends on the x64 mode (a dict by mode)."""
+  return expectation[jax_mode] if isinstance(expectation, dict) else expectation
+
+
+def assert_scatter_rejected(
+  op: str, row: Any, jax_mode: str, scatter: Callable[..., Any], **kwargs: Any
+) -> None:
+  """A scatter table's row `(data, indices, updates, expectation)`:
+  `scatter(data, indices, updates, **kwargs)` raises the expectation's
+  error in `jax_mode`, eagerly and under `jax.jit`."""
+  data, indices, updates, expectation = row
+  exc, pattern = in_mode(expectation, jax_mode)
+  assert_rejected_call(
+    op, exc, pattern, lambda: scatter(data, indices, updates, **kwargs)
+  )
+
+
+# A ragged nested list given as `indices` or `updates`: the operator's
+# ValueError, as for `data` (BAD_DATA["ragged_list"]).
+RAGGED_LIST = [[0], [0, 1]]
+
+
+def ragged(name: str) -> str:
+  """The message regex for a ragged nested sequence given as `name`."""
+  return rf"^{name} must be an array, got a ragged nested sequence"
+
+
 # Index lists holding Python ints that no int64 array holds, for the tables of
 # the operators that take `indices`: (index tuple list, message regex). Each
 # is out of range for every dim; NumPy would make them float64 or object.
