@@ -67,9 +67,11 @@ def pytest_configure(config):
   )
   config.addinivalue_line(
     "markers",
-    "scatter_orders: each case also runs the constructed path of scatters "
-    "with repeated targets on CPU (the `scatter_order` fixture): the two "
-    "x64 modes of a case take the two paths",
+    "scatter_orders(one=False): each case also runs the constructed path "
+    "of scatters with repeated targets on CPU (the `scatter_order` "
+    "fixture): the two x64 modes of a case take the two paths, and a case "
+    "that runs in one mode runs both (or, with one=True, the one its hash "
+    "picks)",
   )
 
 
@@ -114,7 +116,9 @@ def _covering(items):
   `scatter_orders`. A case is the test and its parameters but the mode and
   the order; a fixed hash of it picks its mode (covering_modes), so that
   across a table both modes run. Every case runs both orders: in its two
-  modes, one each (picked by the hash), or both in its one mode."""
+  modes, one each (picked by the hash), or both in its one mode (one, the
+  hash's, with `scatter_orders(one=True)`). Rows marked `lowest_versions`
+  keep both modes: .ci/run's second leg runs them in both."""
   cases: dict[tuple, list] = collections.defaultdict(list)
   for item in items:
     if item.get_closest_marker("covering_modes") or item.get_closest_marker(
@@ -134,12 +138,17 @@ def _covering(items):
     orders = sorted({_param(m, "scatter_order") for m in members}, key=str)
     for member in members:
       mode, order = _param(member, "jax_mode"), _param(member, "scatter_order")
-      covering_modes = member.get_closest_marker("covering_modes")
+      # The rows .ci/run's lowest-versions leg runs keep both modes there.
+      covering_modes = member.get_closest_marker(
+        "covering_modes"
+      ) and not member.get_closest_marker("lowest_versions")
       keep = not covering_modes or mode == modes[pick % len(modes)]
-      if member.get_closest_marker("scatter_orders") and len(modes) > 1:
-        if not covering_modes:
-          shift = modes.index(mode)
-          keep = keep and order == orders[(pick + shift) % len(orders)]
+      orders_marker = member.get_closest_marker("scatter_orders")
+      if orders_marker and (
+        len(modes) > 1 or orders_marker.kwargs.get("one", False)
+      ):
+        shift = 0 if covering_modes else modes.index(mode)
+        keep = keep and order == orders[(pick // 2 + shift) % len(orders)]
       if not keep:
         dropped.add(id(member))
   return (

@@ -126,6 +126,7 @@ def _cuda_hlo(wrapped, args):
 
 
 @pytest.mark.parametrize("name", CALLS)
+@pytest.mark.covering_modes
 def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):
   # Shared-index rows at any size: both branches of ScatterElementsUpdate's
   # lax.cond are in the program.

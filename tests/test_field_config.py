@@ -310,6 +310,7 @@ def _cases(op: Op):
 
 
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+@pytest.mark.covering_modes
 def test_eager_equals_jit_for_every_input_form(op):
   jitted = jax.jit(op.fn)
   for label, args in _cases(op):
@@ -366,6 +367,7 @@ def _transformed(op: Op, transform: str):
 
 @pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+@pytest.mark.covering_modes
 def test_export_every_platform_round_trips(op, transform):
   fn, args = _transformed(op, transform)
   assert not jax.make_jaxpr(fn)(*args).effects
@@ -379,6 +381,7 @@ def test_export_every_platform_round_trips(op, transform):
 
 
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+@pytest.mark.covering_modes
 def test_export_vmap_over_a_symbolic_batch(op):
   """`jax.export` of a vmapped call whose batch is a symbolic dim, called
   with a batch of 3. The default ScatterNDUpdate's row write compared the

@@ -406,6 +406,7 @@ ALL_CONFIGS = list(_all_configs())
   ALL_CONFIGS,
   ids=[f"r{r}_q{q}_axis{a}_b{b}" for r, q, a, b in ALL_CONFIGS],
 )
+@pytest.mark.covering_modes
 def test_every_axis_and_batch_dims(r, q, a, b):
   rng = np.random.default_rng([r, q, a, b])
   data_shape = tuple(int(d) for d in rng.integers(2, 4, size=r))
@@ -660,6 +661,7 @@ def test_out_of_range_clip(name):
     ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
   ),
 )
+@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
   fn = jax.jit(lambda d, i: jaxops.gather(d, i, 1, mode=mode))
   checked = checkify.checkify(fn, errors=checkify.index_checks)
@@ -700,6 +702,7 @@ VMAP_CONFIGS = {
 
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
+@pytest.mark.covering_modes
 def test_vmap_equals_loop(name, out_of_range):
   data_shape, indices_shape, a, b, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(3)

@@ -563,6 +563,7 @@ def test_eager_index_error_message():
     ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
   ),
 )
+@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
   err, _ = checked(OOB_DATA, _oob_indices(name))

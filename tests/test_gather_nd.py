@@ -370,6 +370,7 @@ ALL_CONFIGS = list(_all_configs())
   ALL_CONFIGS,
   ids=[f"r{r}_q{q}_b{b}_k{k}" for r, q, b, k in ALL_CONFIGS],
 )
+@pytest.mark.covering_modes
 def test_every_batch_dims_and_tuple_length(r, q, b, k):
   rng = np.random.default_rng([r, q, b, k])
   data_shape = tuple(int(d) for d in rng.integers(2, 5, size=r))
@@ -637,6 +638,7 @@ def test_eager_index_error_message():
     ],
   ),
 )
+@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
   values, dtype = OOB_TUPLES[name]
   checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
@@ -672,6 +674,7 @@ VMAP_CONFIGS = {
 
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
+@pytest.mark.covering_modes
 def test_vmap_equals_loop(name, out_of_range):
   data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
   rng = np.random.default_rng(3)

@@ -279,6 +279,7 @@ def _exported_gathers(op: str, seeds: range):
   ids=lambda r: f"seeds_{r.start}_{r.stop - 1}",
 )
 @pytest.mark.parametrize("op", ["gather_nd", "gather_elements"])
+@pytest.mark.covering_modes
 def test_gather_round_trips(op, seeds):
   cases, fn, args, exported = _exported_gathers(op, seeds)
   expected = jax.jit(fn)(model_inputs(exported, args))
@@ -347,6 +348,7 @@ def _exported_scatters(chunk: range):
   _chunks(len(SCATTER_CASES)),
   ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
 )
+@pytest.mark.covering_modes
 def test_scatter_nd_update_round_trips(chunk):
   cases, fn, args, exported = _exported_scatters(chunk)
   expected = jax.jit(fn)(model_inputs(exported, args))
@@ -480,6 +482,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
   _chunks(len(REDUCTION_CASES)),
   ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
 )
+@pytest.mark.covering_modes
 def test_scatter_reduction_round_trips(chunk):
   cases, fn, args, exported = _exported_reductions(chunk)
   expected = [np.asarray(e) for e in jax.jit(fn)(model_inputs(exported, args))]
@@ -549,6 +552,7 @@ def _exported_slices(chunk: range):
   _chunks(len(STRIDED_SLICE_CASES)),
   ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
 )
+@pytest.mark.covering_modes
 def test_strided_slice_round_trips(chunk):
   cases, fn, args, exported = _exported_slices(chunk)
   expected = jax.jit(fn)(model_inputs(exported, args))
@@ -835,6 +839,7 @@ VMAP_CASES = {
 
 @requires_extra
 @pytest.mark.parametrize("name", VMAP_CASES)
+@pytest.mark.covering_modes
 def test_vmap_exports(name):
   fn, args, want = VMAP_CASES[name]
   threads = 1 if "duplicates" in name else 2
@@ -1125,6 +1130,7 @@ def _exported_gather8(seeds: range):
   _chunks(len(GATHER_SEEDS)),
   ids=lambda r: f"seeds_{r.start}_{r.stop - 1}",
 )
+@pytest.mark.covering_modes
 def test_gather8_round_trips(seeds):
   """Gather-8, in-range indices: Gather(axis), or for batch dims the
   GatherND composite (which OpenVINO reads back as GatherND-8)."""
@@ -1175,6 +1181,7 @@ def _exported_slice8(chunk: range):
   _chunks(len(SLICE_CASES)),
   ids=lambda r: f"cases_{r.start}_{r.stop - 1}",
 )
+@pytest.mark.covering_modes
 def test_slice8_round_trips(chunk):
   """Slice-8: one Slice of the resolved plan (none where it keeps all of
   data), exact in both runtimes for the int64 extremes that trip them when

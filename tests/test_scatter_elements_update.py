@@ -492,6 +492,7 @@ FORMS = (
 
 
 @pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
+@pytest.mark.covering_modes
 def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
   rng = np.random.default_rng(REDUCTIONS.index(reduction))
   form = (REDUCTIONS.index(reduction) + DTYPES.index(dtype)) % len(FORMS)
@@ -504,6 +505,7 @@ def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.covering_modes
 def test_unique_indices_promise_gives_the_same_result(reduction):
   rng = np.random.default_rng(1)
   data = rng.standard_normal((6, 3)).astype(F32)
@@ -621,6 +623,7 @@ def rows_at_any_size(monkeypatch, constructed):
   ids=[f"{r}-{gen.dtype_id(t)}-axis{a}" for _, a, r, _, _, t in SHARED],
 )
 @pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.covering_modes
 def test_shared_indices_fold_by_rows_with_the_serial_bits(
   data_shape, axis, reduction, init, mode, dtype
 ):
@@ -737,6 +740,7 @@ def test_the_fold_skips_the_sort_of_ascending_targets():
 
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.usefixtures("constructed")
+@pytest.mark.covering_modes
 def test_ascending_indices_fold_as_sorted_ones(reduction, monkeypatch):
   # The fold over ascending indices, with the sort skipped, gives the bits of
   # the serial reference, and its gradients the bits of the sorted path.
@@ -867,6 +871,7 @@ VMAP_AXES = {
   "reduction, axes",
   [(r, a) for r in REDUCTIONS for a in VMAP_AXES[r]],
 )
+@pytest.mark.covering_modes
 def test_vmap_any_argument(reduction, axes):
   rng = np.random.default_rng(3)
   b = 3

@@ -106,6 +106,7 @@ _jitted = jax.jit(jaxops.scatter_nd_update, static_argnames="reduction")
 @pytest.mark.parametrize(
   "dtype", (F32, np.float16, I32, np.uint8), ids=gen.dtype_id
 )
+@pytest.mark.covering_modes
 def test_slices_and_elements_match_serial_reference(reduction, dtype):
   rng = np.random.default_rng(ND.index(reduction))
   for data_shape, lead, k in [
@@ -160,6 +161,7 @@ def test_x32_clip_does_not_wrap_values_beyond_int32(reduction):
 @pytest.mark.parametrize("run", range(1, 6))
 @pytest.mark.parametrize("reduction", ("sum", "prod"))
 @pytest.mark.usefixtures("constructed")
+@pytest.mark.covering_modes
 def test_constant_arguments_fold_every_update(reduction, run):
   # Constants of the jitted function, so that XLA evaluates the fold's loop
   # while compiling. With its counter stepping by two ranks, XLA:CPU
@@ -224,6 +226,7 @@ VMAP_AXES = {
 @pytest.mark.parametrize(
   "reduction, axes", [(r, a) for r in ND for a in VMAP_AXES[r]]
 )
+@pytest.mark.covering_modes
 def test_vmap_any_argument(reduction, axes):
   rng = np.random.default_rng(5)
   data = rng.standard_normal((2, 3, 2)).astype(F32)

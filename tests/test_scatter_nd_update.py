@@ -397,6 +397,7 @@ SHAPE_CASES = [
 @pytest.mark.parametrize(
   "data_shape,lead,k", SHAPE_CASES, ids=[str(c) for c in SHAPE_CASES]
 )
+@pytest.mark.covering_modes
 def test_matches_in_order_reference(data_shape, lead, k, unique):
   rng = np.random.default_rng(hash((data_shape, lead, k)) % 2**32)
   for _ in range(3):
@@ -636,6 +637,7 @@ def test_choose_strategy(jax_mode, args, x32, x64):
   "data_shape,lead,k",
   [((7,), (40,), 1), ((4, 3, 2), (6, 5), 2), ((3, 4, 2), (30,), 3)],
 )
+@pytest.mark.covering_modes
 def test_duplicates_last_wins_every_strategy(strategy, data_shape, lead, k):
   rng = np.random.default_rng(11)
   data, indices, updates = random_case(
@@ -713,6 +715,7 @@ REPEAT_KINDS = [
 
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
 def test_searches_both_branches_of_the_repeat_test(strategy, kind):
   rng = np.random.default_rng(REPEAT_KINDS.index(kind))
   data, indices, updates = _repeat_case(rng, kind)
@@ -764,6 +767,7 @@ BITMAP_CASES = {
 
 
 @pytest.mark.parametrize("name", BITMAP_CASES)
+@pytest.mark.covering_modes
 def test_repeats_in_bitmap(name):
   targets, in_bounds, slots, repeats = BITMAP_CASES[name]
   in_bounds = np.ones(len(targets), bool) if in_bounds is None else in_bounds
@@ -804,6 +808,7 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
 
 
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
 def test_searches_under_vmap_mixed_batch(strategy):
   """One repeat test for the whole batch: the search stays behind a cond."""
   rng = np.random.default_rng(13)
@@ -852,6 +857,7 @@ def test_small_default_call_runs_inline():
 
 
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
 def test_order_tests_compile_to_one_loop(strategy):
   """The sorted-unique test and the repeat tests are each one variadic
   reduce, which XLA:CPU leaves whole: a plain reduce of more than 32
@@ -872,6 +878,7 @@ def test_order_tests_compile_to_one_loop(strategy):
 
 @pytest.mark.parametrize("strategy", ["table", "packed_sort", "rank_table"])
 @pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.covering_modes
 def test_vmap_writes_rows_with_one_linear_index(strategy, k):
   """Under vmap the final write flattens the batch into the row index
   (`jaxops._rows`): a tuple out of its member's range -- one past the end
@@ -978,6 +985,7 @@ def _in_mode(strategy, jax_mode):
 
 
 @pytest.mark.parametrize("kind", SORTED_KINDS)
+@pytest.mark.covering_modes
 def test_sorted_unique_predicate(kind):
   data, indices, _ = _sorted_case(kind)
   slots = int(np.prod(SORTED_SIZES))
@@ -990,6 +998,7 @@ def test_sorted_unique_predicate(kind):
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.covering_modes
 def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
   rng = np.random.default_rng(17)
   for kind in SORTED_KINDS:
@@ -1000,6 +1009,7 @@ def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
 
 
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
 def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
   strategy = _in_mode(strategy, jax_mode)
   for kind, (flat, _) in SORTED_KINDS.items():
@@ -1020,6 +1030,7 @@ def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
   ids=["all_proved", "mixed"],
 )
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
 def test_sorted_indices_under_vmap(jax_mode, strategy, kinds):
   """One sorted test for the whole batch, in front of the repeat test."""
   strategy = _in_mode(strategy, jax_mode)
@@ -1144,6 +1155,7 @@ def test_out_of_range_dropped_under_jit_and_clip_mode():
 @pytest.mark.parametrize(
   "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
 )
+@pytest.mark.covering_modes
 def test_checkify_flags_out_of_range(errors, strategy):
   # The operator's own check is a user check. index_checks sees no scatter
   # of the default path: its final write is `jaxops._rows.write_rows`, whose

@@ -374,6 +374,7 @@ def test_dtypes(dtype):
 
 
 @pytest.mark.parametrize("rank", [1, 2, 3, 4, 5])
+@pytest.mark.covering_modes
 def test_every_rank_every_axis(rank):
   rng = np.random.default_rng(rank)
   shape = tuple(int(d) for d in rng.integers(2, 5, size=rank))

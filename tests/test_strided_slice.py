@@ -559,6 +559,7 @@ def _call(spec):
 
 @pytest.mark.parametrize("spec", TRANSFORM_SPECS, ids=TRANSFORM_IDS)
 @pytest.mark.parametrize("in_axes,out_axes", [(0, 0), (1, 0), (-1, 2), (2, -1)])
+@pytest.mark.covering_modes
 def test_vmap_matches_loop(spec, in_axes, out_axes):
   f = _call(spec)
   batch = np.random.default_rng(0).standard_normal((3,) + spec.data_shape)

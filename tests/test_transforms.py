@@ -344,12 +344,14 @@ def _loss(case):
   return loss
 
 
+@pytest.mark.covering_modes
 def test_jit_matches_eager(case):
   args = case.args()
   assert_same(jax.jit(case.fn)(*args), np.asarray(case.fn(*args)))
 
 
 @pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.covering_modes
 def test_vmap_all_args_matches_loop(case, axis):
   per_seed, stacked = _batched_args(case, axis)
   out = jax.vmap(case.fn, in_axes=axis, out_axes=axis)(*stacked)
@@ -357,6 +359,7 @@ def test_vmap_all_args_matches_loop(case, axis):
   assert_same(out, expected)
 
 
+@pytest.mark.covering_modes
 def test_vmap_each_arg_alone_matches_loop(case):
   fixed = case.args(seed=100)
   per_seed, stacked = _batched_args(case, axis=0)
@@ -387,7 +390,8 @@ def _of_diff_args(case, args):
 
 
 @pytest.mark.jax_modes("x64")  # finite differences need float64
-def test_check_grads_fwd_and_rev_order2(case):
+@pytest.mark.scatter_orders(one=True)
+def test_check_grads_fwd_and_rev_order2(case, scatter_order):
   args = case.args()
   check_grads(
     jax.jit(_of_diff_args(case, args)),
@@ -400,7 +404,8 @@ def test_check_grads_fwd_and_rev_order2(case):
 
 
 @pytest.mark.jax_modes("x64")
-def test_eager_transposes_take_numpy_cotangents(case):
+@pytest.mark.scatter_orders(one=True)
+def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
   """Every transpose rule takes NumPy cotangents: an eager `jax.vjp`'s
   backward called on a NumPy array (as `check_grads` calls it), and
   `jax.linear_transpose` of that backward (transposes of transposes) called
@@ -423,7 +428,9 @@ def test_eager_transposes_take_numpy_cotangents(case):
       assert_same(g, np.asarray(w), f"{name}, argument {j}")
 
 
-def test_jacfwd_equals_jacrev(case):
+@pytest.mark.covering_modes
+@pytest.mark.scatter_orders
+def test_jacfwd_equals_jacrev(case, scatter_order):
   args = case.args()
   for i in case.diff_argnums:
     fwd = jax.jit(jax.jacfwd(case.fn, argnums=i))(*args)
@@ -431,7 +438,9 @@ def test_jacfwd_equals_jacrev(case):
     np.testing.assert_allclose(fwd, rev, atol=1e-12)
 
 
-def test_hessian_matches_gauss_newton_identity(case):
+@pytest.mark.covering_modes
+@pytest.mark.scatter_orders
+def test_hessian_matches_gauss_newton_identity(case, scatter_order):
   """For linear ops, the Hessian of sum(out**2) is 2 J^T J exactly."""
   args = case.args()
   for i in case.diff_argnums:
@@ -450,6 +459,7 @@ def test_hessian_matches_gauss_newton_identity(case):
     np.testing.assert_allclose(hess, 2 * jac.T @ jac, atol=1e-10)
 
 
+@pytest.mark.covering_modes
 def test_grad_over_all_args_gives_float0_for_indices(case):
   args = case.args()
   grads = jax.jit(
@@ -463,7 +473,9 @@ def test_grad_over_all_args_gives_float0_for_indices(case):
       assert g.dtype == jax.dtypes.float0, f"arg {i} got {g.dtype}"
 
 
-def test_vmap_of_grad_matches_loop(case):
+@pytest.mark.covering_modes
+@pytest.mark.scatter_orders
+def test_vmap_of_grad_matches_loop(case, scatter_order):
   per_seed, stacked = _batched_args(case, axis=0)
   grad = jax.grad(_loss(case), argnums=case.diff_argnums)
   out = jax.jit(jax.vmap(grad))(*stacked)
@@ -474,6 +486,7 @@ def test_vmap_of_grad_matches_loop(case):
       np.testing.assert_allclose(got[j], want, rtol=tol, atol=tol)
 
 
+@pytest.mark.covering_modes
 def test_jvp_is_op_of_tangent(case):
   """The ops are jointly linear in their differentiable args, so
   jvp(f, arg i)(x; t) = f with arg i = t and the other differentiable args 0."""

@@ -144,6 +144,7 @@ def _openvino_outputs(chunk: int) -> dict[int, np.ndarray]:
   range(NUM_CASES // CHUNK),
   ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
 )
+@pytest.mark.covering_modes
 def test_random_cases_match_runtimes(chunk):
   cases = _cases(chunk)
   outputs = _jaxops_outputs(cases)

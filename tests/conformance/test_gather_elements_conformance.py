@@ -70,6 +70,7 @@ def _jaxops_outputs(cases):
   range(NUM_CASES // CHUNK),
   ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
 )
+@pytest.mark.covering_modes
 def test_random_cases_match_runtimes(chunk):
   cases = [
     gs.random_gather_elements_case(seed, dtypes=gen.ORACLE_DTYPES)

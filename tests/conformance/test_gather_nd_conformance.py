@@ -59,6 +59,7 @@ def _jaxops_outputs(cases):
   range(NUM_CASES // CHUNK),
   ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
 )
+@pytest.mark.covering_modes
 def test_random_cases_match_runtimes(chunk):
   # Empty tuples (k == 0) are allowed in one seed in 8 only: OpenVINO cannot
   # check them, and uniform k would make them a third of all cases.

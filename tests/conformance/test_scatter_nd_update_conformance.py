@@ -88,6 +88,7 @@ def _ids(signatures):
 
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
 @pytest.mark.parametrize("signature", SIGNATURES, ids=_ids(SIGNATURES))
+@pytest.mark.covering_modes
 def test_openvino_cpu_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
   want = oracles.openvino_cpu(_scatter_node, [data, indices, updates])
@@ -99,6 +100,7 @@ def test_openvino_cpu_random_unique(signature, seed):
 @pytest.mark.parametrize(
   "signature", SIGNATURES + K0_SIGNATURES, ids=_ids(SIGNATURES + K0_SIGNATURES)
 )
+@pytest.mark.covering_modes
 def test_onnxruntime_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
   indices = indices.astype(np.int64)  # ONNX ScatterND takes int64 only

@@ -168,6 +168,7 @@ def _runtime_outputs(kind: str, chunk: int):
 
 
 @pytest.mark.parametrize("kind, chunk", CHUNKS, ids=lambda v: str(v))
+@pytest.mark.covering_modes
 def test_cases_match_runtimes(kind, chunk):
   cases = _chunk_cases(kind, chunk)
   run_all = jax.jit(

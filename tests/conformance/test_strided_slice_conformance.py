@@ -195,6 +195,7 @@ def test_spec_example_matches_openvino(example):
 
 
 @pytest.mark.parametrize("seed", range(N_RANDOM))
+@pytest.mark.covering_modes
 def test_random_spec_matches_openvino(seed):
   rng = np.random.default_rng(seed)
   spec = random_spec(rng)
