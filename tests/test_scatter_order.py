@@ -26,8 +26,6 @@ from tests.support import reductions
 from tests.support.asserts import assert_same
 from tests.support.scatter_order import order_dependent_hlo
 
-pytestmark = pytest.mark.lowest_versions
-
 # 4M updates into 16 slots: far beyond any work split a parallel emitter
 # would make, and 250k repeats per slot, so that every order shows.
 UPDATES = 1 << 22
@@ -84,6 +82,7 @@ DTYPES = {
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
 @pytest.mark.parametrize("op", ["add", "mul", "set"])
+@pytest.mark.lowest_versions
 def test_xla_cpu_scatter_is_serial(op, dtype):
   data, target, updates = _serial_case(dtype, op)
   want = _serial_reference(data, target, updates, op)
@@ -153,6 +152,7 @@ def _exported(fn, platforms):
 
 
 @pytest.mark.parametrize("name", PATHS)
+@pytest.mark.covering_modes
 def test_cpu_program_is_the_plain_scatter(name):
   fn = PATHS[name]
   # The plain scatter, whose result depends on XLA:CPU's order ...
@@ -163,6 +163,7 @@ def test_cpu_program_is_the_plain_scatter(name):
 
 
 @pytest.mark.parametrize("name", PATHS)
+@pytest.mark.covering_modes
 def test_export_carries_both_paths(name):
   fn = PATHS[name]
   for platform in ("cuda", "tpu"):
@@ -174,6 +175,7 @@ def test_export_carries_both_paths(name):
 
 
 @pytest.mark.parametrize("name", PATHS)
+@pytest.mark.covering_modes
 def test_switch_forces_the_constructed_path_on_cpu(name, monkeypatch):
   fn = PATHS[name]
   serial = np.asarray(fn(_DATA, _ROW_UPDATES))
