@@ -195,6 +195,11 @@ def dim_values(sizes: Sequence[Any], dtype: Any) -> Any:
   )
 
 
+def dim_value(dim: Any, dtype: Any) -> Any:
+  """One dim as a scalar of the integer `dtype` (`dim_values` of one)."""
+  return dim_values((dim,), dtype)[0]
+
+
 def dim_value_bits() -> int:
   """The width of jax.export's dimension values in this x64 mode (64 or
   32): every symbolic dim's size fits a signed integer of that width."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -38,7 +39,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from jaxops._common import linear_index
+from jaxops._common import is_symbolic, linear_index, provable
 
 
 class Search(enum.Enum):
@@ -55,6 +56,10 @@ class Search(enum.Enum):
   below n), then the winner table over group ids."""
   COLUMNS = "columns"
   """A stable k-key sort of the coordinates (the linear target overflows)."""
+  STABLE_SORT = "stable_sort"
+  """A stable sort of (target, position) pairs; the last of each run of
+  equal targets wins. For symbolic sizes: no packed key, no binary search
+  of a length known only at run time."""
 
 
 class RepeatTest(enum.Enum):
@@ -98,8 +103,17 @@ CACHED_BITMAP_WORDS_PER_TUPLE = 40
 CACHED_BITMAP_MAX_WORDS = 1 << 20
 
 
-def int_dtype_for(max_value: int) -> Any:
-  """The narrowest enabled signed int dtype holding `max_value`, or None."""
+def int_dtype_for(max_value: Any) -> Any:
+  """The narrowest enabled signed int dtype holding `max_value`, or None.
+
+  A symbolic `max_value` (a size of `jax.export`'s symbolic dims) gets the
+  dimension values' type, int64 with x64 on and int32 off, in which
+  jax.export computes every size: a caller stores no value in it above an
+  array's size (a redirect past the end, `slots + i`, becomes `-1 - i`;
+  docs/export.md#symbolic-index-widths).
+  """
+  if is_symbolic(max_value):
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.int64))
   if max_value <= np.iinfo(np.int32).max:
     return np.dtype(np.int32)
   x64 = jax.dtypes.canonicalize_dtype(np.int64) == np.int64
@@ -108,9 +122,11 @@ def int_dtype_for(max_value: int) -> Any:
   return None
 
 
-def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
+def choose_strategy(n: Any, sizes: tuple[Any, ...]) -> Strategy:
   """The search for n tuples into the indexed dims `sizes`."""
   slots = math.prod(sizes)
+  if is_symbolic(n) or is_symbolic(slots):
+    return _symbolic_strategy(n, slots)
   # Targets go up to `slots + n - 1`: out-of-range tuples past the end.
   target_dtype = int_dtype_for(slots + n)
   if target_dtype is None:
@@ -131,6 +147,23 @@ def choose_strategy(n: int, sizes: tuple[int, ...]) -> Strategy:
   if key_dtype is None:
     return Strategy(Search.RANK_TABLE, repeat_test, target_dtype)
   return Strategy(Search.PACKED_SORT, repeat_test, target_dtype, key_dtype)
+
+
+def _symbolic_strategy(n: Any, slots: Any) -> Strategy:
+  """`choose_strategy` where n or the slots are symbolic: a search valid
+  for every size. The untested table where it provably holds at most
+  `TABLE_UNTESTED_SLOTS` slots (as for such concrete sizes); otherwise the
+  stable sort behind the sort test, whose time (n log n) and memory (n)
+  never grow with the slots and whose targets never pass `slots` (the
+  bitmap's distinct targets run to `slots + n`, the packed keys to
+  `slots * n`: neither fits every size). Every search gives the same
+  winners."""
+  target_dtype = int_dtype_for(slots)
+  if target_dtype is None:
+    return Strategy(Search.COLUMNS)
+  if provable(operator.le, slots, TABLE_UNTESTED_SLOTS):
+    return Strategy(Search.TABLE, RepeatTest.NONE, target_dtype)
+  return Strategy(Search.STABLE_SORT, RepeatTest.SORT, target_dtype)
 
 
 def winners_by_columns(
@@ -267,6 +300,15 @@ def _sorted_search(
   to).
   """
   n = target.shape[0]
+  if search is Search.STABLE_SORT:
+    sorted_pairs = lax.sort((target, positions), num_keys=1, is_stable=True)
+
+    def last_of_runs_stable(sorted_target, sorted_positions):
+      return _scatter_back(_last_of_runs(sorted_target), sorted_positions)
+
+    return _unless_unique(
+      sorted_pairs[0], slots, last_of_runs_stable, sorted_pairs
+    )
   if search is Search.RANK_TABLE:
     sorted_target = lax.sort(target)
 

@@ -175,8 +175,7 @@ def validate(call: Callable[..., Any], *arrays: Any) -> None:
   Concrete (non-traced) arrays stay concrete in a closure, so the operator's
   eager checks of concrete indices run as they normally do. Symbolic dims are
   replaced by concrete stand-ins, as in `with_symbolic_dims`: an ONNX node
-  gets the operator's rule at a concrete size (the scatters' rules also
-  need ints).
+  gets the operator's rule at a concrete size.
   """
   shapes = [np.shape(a) if hasattr(a, "shape") else () for a in arrays]
   symbols = _symbols(shapes)

@@ -16,16 +16,18 @@ without division.
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.core import min_dim
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from jaxops import _sort
-from jaxops._common import batch_in_front, vary_alike
+from jaxops._common import batch_in_front, is_symbolic, provable, vary_alike
 from jaxops._duplicates import reduce_whole
 
 # Updates per target folded in serial order; longer runs fold in chunks of
@@ -236,8 +238,9 @@ def layout(
     [jnp.ones((1,), bool), sorted_target[1:] != sorted_target[:-1]]
   )
   last = jnp.concatenate([first[1:], jnp.ones((1,), bool)])
-  groups = min(n, slots + 1)
-  if groups == slots + 1:
+  # Of symbolic sizes: the smaller, and run ranks (right for every size).
+  groups = min_dim(n, slots + 1)
+  if provable(operator.eq, groups, slots + 1):
     run = sorted_target.astype(jnp.int32)
   else:
     run = jnp.cumsum(first, dtype=jnp.int32) - 1
@@ -309,7 +312,9 @@ def serial_fold(
     order, group = lax.iota(jnp.int32, n), lay.member_seg
   else:
     order, group = lay.order, lay.position_seg
-  if n <= CHUNK:
+  # A symbolic n may pass CHUNK: the chunked fold, the same for every run
+  # of at most CHUNK.
+  if provable(operator.le, n, CHUNK):
     # No run is longer than a chunk: every segment is its target's chunk 0.
     return fold(
       init, members, order, lay.seg_start, lay.seg_count, group, op=op
@@ -350,7 +355,48 @@ def _seg_scan(x, first, reverse=False):
     return fa | fb, jnp.where(fb, vb, va * vb)
 
   flags = jnp.broadcast_to(first[:, None], x.shape)
+  if is_symbolic(x.shape[0]):
+    return _tree_scan(combine, (flags, x), reverse)[1]
   return lax.associative_scan(combine, (flags, x), reverse=reverse)[1]
+
+
+def _tree_scan(combine, elems, reverse):
+  """`lax.associative_scan(combine, elems, reverse)` along axis 0 of a
+  symbolic length (which it rejects), combining the same pairs in the
+  same order, so every element has the same bits: in place, one level
+  per loop iteration (O(n log n) work, where the recursion halves the
+  array). The recursion pairs the elements `(i - d, i)`, `(i + 1) % 2d ==
+  0`, for d = 1, 2, 4, ... while `2d <= n` (its level of stride d), then
+  on the way back fills in `(i - d, i)` where `(i + 1) % 2d == d` and `i +
+  1 >= 3d`, for d from the deepest level down to 1. A while loop (its
+  length is known at run time only): no reverse-mode derivative of it."""
+  if reverse:
+    elems = tuple(lax.rev(x, (0,)) for x in elems)
+  n = elems[0].shape[0]
+  end = lax.convert_element_type(jnp.asarray(n), jnp.int32)
+  i = lax.iota(jnp.int32, n) + 1  # (i + 1) of the docstring
+
+  def level(d, elems, pick):
+    partner = jnp.maximum(i - 1 - d, 0)
+    earlier = tuple(x.at[partner].get(mode="promise_in_bounds") for x in elems)
+    combined = combine(earlier, elems)
+    mask = pick[:, None]
+    return tuple(jnp.where(mask, c, x) for c, x in zip(combined, elems))
+
+  def up(state):
+    d, elems = state
+    return d * 2, level(d, elems, i % (2 * d) == 0)
+
+  def down(state):
+    d, elems = state
+    return d // 2, level(d, elems, (i % (2 * d) == d) & (i >= 3 * d))
+
+  one = jnp.int32(1)
+  d, elems = lax.while_loop(lambda s: 2 * s[0] <= end, up, (one, elems))
+  _, elems = lax.while_loop(lambda s: s[0] >= 1, down, (d // 2, elems))
+  if reverse:
+    elems = tuple(lax.rev(x, (0,)) for x in elems)
+  return elems
 
 
 @jax.custom_jvp

@@ -138,10 +138,6 @@ def ordered_gather(
   on CPU too where `constructed`, the sorted fold of `_reduce.reduce_rows`,
   never a float scatter-add over repeated indices. `like` has the result's
   type (the primal output)."""
-  if any(map(_common.is_symbolic, data.shape)):
-    # The fold takes concrete sizes only (jax.export's symbolic dims: not
-    # yet ordered off CPU).
-    return gather(data, indices)
   if int_dtype_for(math.prod(data.shape) + 1) is None:
     return gather(data, indices)  # No element id fits an index type.
   in_order = functools.partial(_gather_in_order, gather, jax.typeof(like))
@@ -175,7 +171,7 @@ def _gather_transpose(gather, shape, indices, ct):
   dtype = int_dtype_for(size + 1)
   ids = (lax.iota(dtype, size) + np.asarray(1, dtype)).reshape(shape)
   read = gather(ids, indices).reshape(-1)
-  target = jnp.where(read > 0, read - 1, np.asarray(size, dtype))
+  target = jnp.where(read > 0, read - 1, _common.dim_value(size, dtype))
   out = _reduce.reduce_rows(zeros, target, ct.reshape(-1, 1), "sum")
   return (out.reshape(shape),)
 

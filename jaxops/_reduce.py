@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 
 from jaxops import _duplicates, _fold
-from jaxops._common import op_error
+from jaxops._common import is_symbolic, op_error
 
 NEUTRAL_ADD = ("sum", "sub", "mean")
 
@@ -275,7 +275,11 @@ def _write(data, lay_target, rows, keep):
   """data with `rows` written at the `keep` entries of `lay_target`."""
   slots, s = data.shape[0], lay_target.shape[0]
   dtype = _duplicates.int_dtype_for(slots + s)
-  index = jnp.where(keep, lay_target.astype(dtype), slots + lax.iota(dtype, s))
+  # Past the end; before the start where a size is symbolic (`slots + i`
+  # may pass the index type: `_duplicates.int_dtype_for`).
+  away = lax.iota(dtype, s)
+  away = -1 - away if is_symbolic(slots + s) else slots + away
+  index = jnp.where(keep, lay_target.astype(dtype), away)
   return data.at[index].set(
     rows, mode="drop", unique_indices=True, wrap_negative_indices=False
   )

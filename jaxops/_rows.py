@@ -107,8 +107,9 @@ def _write_batch(args, dims, *, serial):
   size, (data, rows, updates) = batch_in_front(args, dims)
   slots, n = data.shape[1], rows.shape[1]
   # JAX's batching where the flat row index would overflow, or where the
-  # batch is a symbolic dim (`jax.export`), whose range is unknown.
-  dtype = int_dtype_for(size * slots) if is_int(size) else None
+  # batch or the rows are a symbolic dim (`jax.export`), whose range is
+  # unknown.
+  dtype = int_dtype_for(size * slots) if is_int(size * slots) else None
   if dtype is None:
     impl = lambda d, r, u: _write_impl(d, r, u, serial=serial)
     return jax.vmap(impl)(data, rows, updates), 0

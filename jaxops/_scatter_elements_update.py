@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -64,14 +65,16 @@ def scatter_elements_update_shape(
   Raises ValueError unless data has rank r >= 1, indices and updates have
   rank r and the same shape, `axis` is in `[-r, r-1]`, and
   `indices_shape[d] <= data_shape[d]` for every `d != axis` (along `axis`
-  indices may be longer: duplicates).
+  indices may be longer: duplicates). Every dim may be a symbolic dim of
+  `jax.export`; `indices_shape[d] <= data_shape[d]` (d != axis) must then
+  hold for every size of them.
 
   >>> scatter_elements_update_shape((3, 3), (2, 3), (2, 3), axis=0)
   (3, 3)
   """
-  data_shape = _common.static_shape(data_shape, OP, "data")
-  indices_shape = _common.static_shape(indices_shape, OP, "indices")
-  updates_shape = _common.static_shape(updates_shape, OP, "updates")
+  data_shape = _common.shape_dims(data_shape, OP, "data")
+  indices_shape = _common.shape_dims(indices_shape, OP, "indices")
+  updates_shape = _common.shape_dims(updates_shape, OP, "updates")
   shapes = (
     f"(data shape {shape_str(data_shape)}, "
     f"indices shape {shape_str(indices_shape)}, "
@@ -93,11 +96,12 @@ def scatter_elements_update_shape(
     )
   a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
-    if d != a and n_idx > n_data:
+    if d != a and not _common.provable(operator.le, n_idx, n_data):
       raise op_error(
         OP,
         f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-        f"in every dim other than axis={a} {shapes}",
+        f"in every dim other than axis={a} {shapes}"
+        + _common.symbolic_constraint_hint(n_idx, n_data),
       )
   return data_shape
 
@@ -118,7 +122,7 @@ def _targets(
   if dtype is None:
     raise op_error(OP, f"{slots} + {n} slots need x64 to be indexed")
   index = _common.prepare_indices(indices, (size,))
-  upper = np.asarray(size - 1, np.int64).astype(index.dtype)
+  upper = _common.dim_value(size - 1, index.dtype)
   zero = np.zeros((), index.dtype)
   in_bounds = jnp.ones(index.shape, bool)
   if mode == lax.GatherScatterMode.CLIP:
@@ -137,7 +141,8 @@ def _targets(
     for d in range(len(data_shape))
   ]
   target = _common.linear_index(jnp.stack(coords, -1), data_shape, dtype)
-  return jnp.where(in_bounds, target, dtype.type(slots)).reshape(-1)
+  dropped = _common.dim_value(slots, dtype)
+  return jnp.where(in_bounds, target, dropped).reshape(-1)
 
 
 def _none(data, target, updates, strategy):
@@ -156,8 +161,12 @@ def _write_last(data, target, updates, strategy):
   too)."""
   slots = data.shape[0]
   last = _duplicates.last_of_targets(target, slots, strategy)
-  target = jnp.where(last, target, slots + lax.iota(target.dtype, len(last)))
-  return write_rows(data, target, updates)
+  n = last.shape[0]
+  position = lax.iota(target.dtype, n)
+  # Past the end; before the start where a size is symbolic (`slots +
+  # position` may pass the index type: `_duplicates.int_dtype_for`).
+  away = -1 - position if _common.is_symbolic(slots + n) else slots + position
+  return write_rows(data, jnp.where(last, target, away), updates)
 
 
 def scatter_elements_update(
@@ -271,7 +280,8 @@ def scatter_elements_update(
     if (
       not folds
       or not _rows_span_data(data.shape, indices.shape, axis)
-      or n < ROWS_MIN_ELEMENTS
+      # A symbolic count may reach it: the row test, right for every size.
+      or _common.provable(operator.lt, n, ROWS_MIN_ELEMENTS)
     )
     else _by_rows_if_shared,
     axis=axis,

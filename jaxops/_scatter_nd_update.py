@@ -75,7 +75,9 @@ def scatter_nd_update_shape(
   Requires `data` rank r >= 1, `indices` rank q >= 1, `k = indices_shape[-1]
   <= r` and `updates_shape == indices_shape[:-1] + data_shape[k:]` exactly (no
   broadcasting). When that expected shape is `()`, a one-element `(1,)` is
-  accepted too.
+  accepted too. Every dim may be a symbolic dim of `jax.export` but `k`,
+  the index tuple length (a TypeError); updates' dims must then be the
+  same dims as the expected ones.
 
   The rule is ScatterNDUpdate-15's too; `_op` (private) is the name its
   errors give.
@@ -84,9 +86,9 @@ def scatter_nd_update_shape(
   (1000, 256, 10, 15)
   """
   op = _op
-  data_shape = _common.static_shape(data_shape, op, "data")
-  indices_shape = _common.static_shape(indices_shape, op, "indices")
-  updates_shape = _common.static_shape(updates_shape, op, "updates")
+  data_shape = _common.shape_dims(data_shape, op, "data")
+  indices_shape = _common.shape_dims(indices_shape, op, "indices")
+  updates_shape = _common.shape_dims(updates_shape, op, "updates")
   r, q = len(data_shape), len(indices_shape)
   shapes = (
     f"(data shape {shape_str(data_shape)}, "
@@ -97,7 +99,9 @@ def scatter_nd_update_shape(
     raise op_error(op, f"data must have rank >= 1, got rank 0 {shapes}")
   if q < 1:
     raise op_error(op, f"indices must have rank >= 1, got rank 0 {shapes}")
-  k = indices_shape[-1]
+  k = _common.concrete_dim(
+    indices_shape[-1], op, "indices shape[-1] (the index tuple length k)"
+  )
   if k > r:
     raise op_error(
       op, f"indices.shape[-1]={k} must be <= rank(data)={r} {shapes}"
@@ -167,16 +171,15 @@ def _in_range(
   message."""
   n, k = indices.shape
   indices = _common.prepare_indices(indices, sizes)
-  sizes_arr = np.asarray(sizes, np.int64).reshape(1, k)
+  # Run-time values where a size is symbolic.
+  bounds = lambda dtype: _common.dim_values(sizes, dtype).reshape(1, k)
   if jnp.issubdtype(indices.dtype, jnp.unsignedinteger):
     # Losers are redirected to negative indices, so go signed; capping at the
     # size first keeps an out-of-range value out of range (2**32 + 1 must not
     # become 1).
     signed = jnp.int64 if indices.dtype == jnp.uint64 else jnp.int32
-    indices = jnp.minimum(indices, sizes_arr.astype(indices.dtype)).astype(
-      signed
-    )
-  sizes_arr = sizes_arr.astype(indices.dtype)
+    indices = jnp.minimum(indices, bounds(indices.dtype)).astype(signed)
+  sizes_arr = bounds(indices.dtype)
   zero = np.zeros((), indices.dtype)
   in_bounds = jnp.ones((n,), bool)  # clipped, or promised
   if mode == lax.GatherScatterMode.CLIP:
@@ -192,8 +195,7 @@ def _in_range(
     # compare per coordinate.
     unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
     in_bounds = jnp.all(
-      lax.bitcast_convert_type(indices, unsigned) < sizes_arr.astype(unsigned),
-      axis=1,
+      lax.bitcast_convert_type(indices, unsigned) < bounds(unsigned), axis=1
     )
   return indices, in_bounds
 
@@ -255,7 +257,9 @@ def _targets(
   indices, in_bounds = _in_range(indices, sizes, mode, OP_REDUCE)
   valid = jnp.where(in_bounds[:, None], indices, 0)
   return jnp.where(
-    in_bounds, _common.linear_index(valid, sizes, dtype), dtype.type(slots)
+    in_bounds,
+    _common.linear_index(valid, sizes, dtype),
+    _common.dim_value(slots, dtype),
   )
 
 
@@ -407,7 +411,7 @@ def scatter_nd_update(
     return reduce(data, tuples, updates)
   if k == 0:
     # Every tuple addresses all of data: the last one wins.
-    return updates[n - 1]
+    return updates[-1]
 
   tuples = jnp.reshape(_values.index_array(indices), (n, k))
   if unique_indices or n == 1:

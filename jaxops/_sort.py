@@ -14,6 +14,7 @@ and one adjacent compare proves them.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import jax
@@ -23,7 +24,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from jaxops._common import vary_alike
+from jaxops._common import is_symbolic, provable, vary_alike
 from jaxops._duplicates import any_in_batch, reduce_whole
 
 _sort_p = Primitive("jaxops_sort_by_target")
@@ -51,7 +52,9 @@ def sort_by_target(
   unless `test_ascending` is False (a caller whose targets cannot ascend
   saves the test's cond and its compile time).
   """
-  if not test_ascending or target.shape[-1] < PRESORTED_TEST_MIN:
+  # A symbolic count may reach the threshold: tested (right for every size).
+  small = provable(operator.lt, target.shape[-1], PRESORTED_TEST_MIN)
+  if not test_ascending or small:
     return _sort(target, slots)
   unsorted = reduce_whole(target[..., 1:] < target[..., :-1], "any")
   return lax.cond(
@@ -80,8 +83,12 @@ def _in_place(target: jax.Array) -> tuple[jax.Array, jax.Array]:
   return target, positions
 
 
-def _key_type(n: int, slots: int) -> Any:
-  """The narrowest signed type of the packed keys, or None."""
+def _key_type(n: Any, slots: Any) -> Any:
+  """The narrowest signed type of the packed keys, or None (also where a
+  size is symbolic: the keys' bits are not known, and the stable sort is
+  right for every size)."""
+  if is_symbolic(n) or is_symbolic(slots):
+    return None
   bits = max(n - 1, 1).bit_length() + slots.bit_length()
   return np.int32 if bits <= 31 else np.int64 if bits <= 63 else None
 

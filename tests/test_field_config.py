@@ -10,9 +10,9 @@
   CPU is bit-identical to the direct call, forward, grad, jvp and vmap.
 * Symbolic dims: each operator exported once with symbolic dims in every
   position its shape rule holds one, called at several sizes (forward, vmap
-  and the gradient through the deserialized function), and the named error
-  where a dim must stay concrete; the scatters' rows assert their error
-  until they take symbolic dims (`NOT_YET_SYMBOLIC`).
+  and the gradient through the deserialized function), on both paths of
+  scatters with repeated targets (`scatter_orders`), and the named error
+  where a dim must stay concrete.
 * Permissive user configurations keep working (the suite itself runs strict).
 * Retracing: equivalent static attributes reuse the compiled program.
 * StridedSlice attributes over the whole int64 range.
@@ -38,6 +38,7 @@ from jax.experimental import checkify
 
 import jaxops
 from tests.support.asserts import assert_same
+from tests.support.scatter_order import order_dependent_hlo
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 INT64 = np.iinfo(np.int64)
@@ -400,10 +401,6 @@ def test_export_vmap_over_a_symbolic_batch(op):
 # ---------------------------------------------------------------------------
 # Symbolic dims in the operators' own shapes (docs/export.md#symbolic-dims).
 
-# The operators whose shape rules take no symbolic dim yet: each of their
-# rows asserts the operator's named TypeError instead of the round trip.
-NOT_YET_SYMBOLIC = frozenset({"scatter_nd_update", "scatter_elements_update"})
-
 SIZES = (1, 3, 6)  # of the symbolic dim b, and c = b + 1 (jax.export: >= 1)
 INT32 = np.iinfo(np.int32)
 
@@ -552,24 +549,70 @@ def _symbolic_cases() -> dict[str, Symbolic]:
       ("c, b, b",),
       lambda b, c: (_data((c, b, b)),),
     ),
-    # Not yet symbolic: the positions of the scatters' shape rules.
-    "scatter_nd_update_data": Symbolic(
+    # ScatterNDUpdate-3/15: indexed dims (one of them static), the dims
+    # after them, the tuples' leading dims, with repeated targets (last
+    # wins); the fold of sum with int64 indices out of range (dropped);
+    # prod clipped.
+    "scatter_nd_update": Symbolic(
       p(jaxops.scatter_nd_update),
-      ("b, 4", "2, 1", "2, 4"),
-      lambda b, c: (_data((b, 4)), _indices((2, 1), b), _data((2, 4))),
+      ("c, 3, b", "b, c, 2", "b, c, b"),
+      lambda b, c: (
+        _data((c, 3, b)),
+        np.stack([_indices((b, c), c, 1), _indices((b, c), 3, 2)], -1),
+        -_data((b, c, b)),
+      ),
       diff_argnums=(0, 2),
     ),
-    "scatter_nd_update_tuples": Symbolic(
-      p(jaxops.scatter_nd_update),
-      ("5, 4", "b, 1", "b, 4"),
-      lambda b, c: (_data((5, 4)), _indices((b, 1), 5), _data((b, 4))),
+    "scatter_nd_update_sum_drop": Symbolic(
+      p(jaxops.scatter_nd_update, reduction="sum"),
+      ("b, 2", "c + 5, 1", "c + 5, 2"),
+      lambda b, c: (
+        _data((b, 2)),
+        _indices((c + 5, 1), b, b, out_of_range=True, dtype=np.int64),
+        -_data((c + 5, 2)),
+      ),
+      diff_argnums=(0, 2),
+      out_of_range=True,
+    ),
+    "scatter_nd_update_prod_clip": Symbolic(
+      p(jaxops.scatter_nd_update, reduction="prod", mode="clip"),
+      ("b, c", "c, 1", "c, c"),
+      lambda b, c: (
+        _data((b, c)),
+        _indices((c, 1), b, c, out_of_range=True),
+        _data((c, c)) / 8,
+      ),
       diff_argnums=(0, 2),
     ),
-    "scatter_elements_update_sum": Symbolic(
-      p(jaxops.scatter_elements_update, axis=0, reduction="sum"),
-      ("5", "b", "b"),
-      lambda b, c: (_data((5,)), _indices((b,), 5), _data((b,))),
+    # ScatterElementsUpdate-12: the axis (indices longer there: repeated
+    # targets), the other dims (indices smaller, provably), clipped; mean
+    # without data, out of range, each index shared along its row (the row
+    # fold's run-time test).
+    "scatter_elements_update_clip": Symbolic(
+      p(jaxops.scatter_elements_update, axis=1, mode="clip"),
+      ("b + 1, c, 4", "b, c + 5, 3", "b, c + 5, 3"),
+      lambda b, c: (
+        _data((b + 1, c, 4)),
+        _indices((b, c + 5, 3), c, 3, out_of_range=True),
+        -_data((b, c + 5, 3)),
+      ),
       diff_argnums=(0, 2),
+    ),
+    "scatter_elements_update_mean_rows_drop": Symbolic(
+      p(
+        jaxops.scatter_elements_update,
+        axis=0,
+        reduction="mean",
+        use_init_val=False,
+      ),
+      ("b, c", "b, c", "b, c"),
+      lambda b, c: (
+        _data((b, c)),
+        np.repeat(_indices((b, 1), b, 4, out_of_range=True), c, 1),
+        -_data((b, c)),
+      ),
+      diff_argnums=(0, 2),
+      out_of_range=True,
     ),
   }
 
@@ -626,25 +669,31 @@ def _and_gradient(fn, argnums):
   return jax.jit(lambda *a: (fn(*a), grad(*a)))
 
 
+@pytest.mark.scatter_orders
 @pytest.mark.parametrize("name", SYMBOLIC)
-def test_symbolic_dims_export(name):
+def test_symbolic_dims_export(name, scatter_order):
   """Export once (for every platform, with the derivative), serialize,
   deserialize; at each size, the call, its vmap and its gradient through
   the deserialized function equal the jitted call bit for bit, and the call
   the eager one where its indices are in range (an eager call raises for
-  concrete out-of-range indices)."""
+  concrete out-of-range indices). A scatter exports both paths, and with
+  the constructed path forced (`scatter_order`) the CPU program holds no
+  scatter that depends on the order of repeated targets, nor does a
+  gather's gradient (its transpose is the sorted fold); every run of
+  repeated targets is shorter than a chunk, where both paths give the same
+  bits."""
   case = SYMBOLIC[name]
   fn = _with_vmap(case.fn)
   export = jax.export.export(jax.jit(fn), platforms=PLATFORMS)
   specs = _specs(case.shapes, [a.dtype for a in _canonical(case.args(2, 3))])
-  if case.op in NOT_YET_SYMBOLIC:
-    named = (
-      r"^Scatter\w+-\d+: \w+ shape\[\d\] must be an int, got _DimExpr b($|\n)"
-    )
-    with pytest.raises(TypeError, match=named):
-      export(*specs)
-    return
   restored = jax.export.deserialize(export(*specs).serialize(vjp_order=1))
+  if case.op.startswith(("scatter", "gather")):
+    modules = [restored.mlir_module(), restored.vjp().mlir_module()]
+    found = [order_dependent_hlo(text) for text in modules]
+    if scatter_order == "constructed":
+      assert found == [[], []], found
+    elif case.op.startswith("scatter"):
+      assert found[0], "the serial CPU path"
   exported = _and_gradient(restored.call, case.diff_argnums)
   reference = _and_gradient(fn, case.diff_argnums)
   for b in SIZES:
@@ -678,6 +727,21 @@ SYMBOLIC_ERRORS = {
     ValueError,
     r"^GatherElements-13: indices.shape\[0\]=b must be <= data.shape\[0\]=4 "
     r".*; it must hold for every size of the symbolic dims \['b'\]",
+  ),
+  "scatter_nd_update_tuple_length": (
+    jaxops.scatter_nd_update,
+    ("4, 5", "3, b", "3, 5"),
+    TypeError,
+    r"^ScatterNDUpdate-3: indices shape\[-1\] \(the index tuple length k\) "
+    r"must be an int, got the symbolic dim b",
+  ),
+  "scatter_elements_update_indices_may_exceed_data": (
+    functools.partial(jaxops.scatter_elements_update, axis=1),
+    ("4, 5", "b, 5", "b, 5"),
+    ValueError,
+    r"^ScatterElementsUpdate-12: indices.shape\[0\]=b must be <= "
+    r"data.shape\[0\]=4 .*; it must hold for every size of the symbolic "
+    r"dims \['b'\]",
   ),
   "strided_slice_shrink_may_be_out_of_range": (
     functools.partial(
@@ -717,7 +781,8 @@ def test_concrete_indices_against_a_symbolic_dim():
 @pytest.mark.parametrize("name", SYMBOLIC_ERRORS)
 def test_symbolic_dims_that_must_be_concrete_are_named(name):
   fn, shapes, error, message = SYMBOLIC_ERRORS[name]
-  specs = _specs(shapes, [np.float32] + [np.int32] * (len(shapes) - 1))
+  # data, indices and, for the scatters, updates.
+  specs = _specs(shapes, [np.float32, np.int32, np.float32][: len(shapes)])
   with pytest.raises(error, match=message):
     jax.export.export(jax.jit(fn))(*specs)
 

@@ -1016,6 +1016,18 @@ SYMBOLIC_CASES = {
       -_data((n, 3)),
     ),
   ),
+  # The indexed dim, the tuples and the updates share the dynamic dim.
+  "scatter_nd_update_indexed_dim": (
+    lambda x, i, u: jaxops.scatter_nd_update(x, i, u),
+    [("N", 3), ("N", 1), ("N", 3)],
+    lambda n: (
+      _data((n, 3)),
+      gen.random_indices(
+        np.random.default_rng(n), (n,), (n,), np.int32, unique=True
+      ),
+      -_data((n, 3)),
+    ),
+  ),
   "vmap_scatter_nd_update": (
     jax.vmap(_snu),
     [("B", 4, 3), ("B", 1), ("B", 3)],
@@ -1028,6 +1040,24 @@ SYMBOLIC_CASES = {
       _data((n, 4)),
       _indices((n, 2), 4, n),
       -_data((n, 2)),
+    ),
+  ),
+  # The scatter axis and the updates along it dynamic, every row a
+  # permutation of it (negative indices included).
+  "scatter_elements_update_axis": (
+    lambda x, i, u: jaxops.scatter_elements_update(x, i, u, 1),
+    [(2, "N"), (2, "N"), (2, "N")],
+    lambda n: (
+      _data((2, n)),
+      np.stack(
+        [
+          gen.random_indices(
+            np.random.default_rng(n + row), (n,), (n,), np.int32, unique=True
+          )[:, 0]
+          for row in range(2)
+        ]
+      ),
+      -_data((2, n)),
     ),
   ),
   "strided_slice": (
