@@ -53,7 +53,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxops
 from tests.support import generators as gen
-from tests.support import modes
+from tests.support import modes, scatter_order
 from tests.support.asserts import assert_same
 
 DEVICES = 8
@@ -161,6 +161,11 @@ def _slice_columns(d):
 
 def _scatter(d, i, u):
   return jaxops.scatter_nd_update(d, i, u)
+
+
+def _scatter_constructed(d, i, u):
+  with scatter_order.forced_constructed():
+    return jaxops.scatter_nd_update(d, i, u)
 
 
 LAYOUTS = [
@@ -371,8 +376,22 @@ LAYOUTS = [
     ),
     (P("x"), P("x"), P("x")),
     None,
-    # The winner table all-reduces (a table this small has no order test
-    # in front, which would compare neighbours across the shard boundary).
+    # On CPU, XLA's serial scatter: repeated rows need nothing more.
+    collectives=("all-gather",),
+  ),
+  Layout(
+    "scatter_nd_update/indices_and_updates_sharded_constructed",
+    _scatter_constructed,
+    lambda r: (
+      ints_as_floats(r, (32, 5)),
+      unique_rows(r, 32, 8),
+      ints_as_floats(r, (8, 5)),
+    ),
+    (P("x"), P("x"), P("x")),
+    None,
+    # Every other platform's path: the winner table all-reduces (a table
+    # this small has no order test in front, which would compare
+    # neighbours across the shard boundary).
     collectives=("all-gather", "all-reduce"),
   ),
   Layout(
