@@ -12,6 +12,12 @@ flax-style code bases set), so an implicit broadcast or promotion inside jaxops
 fails a test; tests that check permissive user configurations switch back
 locally with `jax.numpy_rank_promotion` / `jax.numpy_dtype_promotion`.
 Doctests run once, in the default 32-bit mode.
+
+Two runs make the suite (docs/testing.md#two-runs). The README's command,
+`pytest -n 2`, runs every test but the rows marked `exhaustive`: those add
+sizes, modes and variants to a case whose code another row already runs
+(`exhaustive(default=k)`: all but 1 case in k of a table). `pytest -n 2
+--exhaustive` runs exactly those rows; `.ci/run` runs both.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ import pytest
 
 from jaxops import _order
 from tests.support import modes
+from tests.support.scatter_order import ORDERS
 
 MODES = ("x32", "x64")
-ORDERS = ("serial", "constructed")
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -49,6 +55,15 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("jaxops")
 
 
+def pytest_addoption(parser):
+  parser.addoption(
+    "--exhaustive",
+    action="store_true",
+    help="run only the rows marked `exhaustive`, which the default run "
+    "leaves out (.ci/run runs both)",
+  )
+
+
 def pytest_configure(config):
   config.addinivalue_line(
     "markers",
@@ -59,6 +74,13 @@ def pytest_configure(config):
     "markers",
     "lowest_versions: the fast subset .ci/run also runs with every "
     "dependency at its lowest declared version",
+  )
+  config.addinivalue_line(
+    "markers",
+    "exhaustive(default=None): rows that add sizes, modes or variants to "
+    "code other rows run: only `pytest --exhaustive` runs them; with "
+    "default=k, the default run keeps 1 case in k of the table (a fixed "
+    "hash picks it) and --exhaustive runs the others",
   )
   config.addinivalue_line(
     "markers",
@@ -101,6 +123,9 @@ def pytest_collection_modifyitems(config, items):
       kept.append(item)
   kept, uncovered = _covering(kept)
   dropped += uncovered
+  run = [_exhaustive(i) == config.getoption("--exhaustive") for i in kept]
+  dropped += [i for i, r in zip(kept, run) if not r]
+  kept = [i for i, r in zip(kept, run) if r]
   if dropped:
     config.hook.pytest_deselected(items=dropped)
     items[:] = kept
@@ -109,6 +134,20 @@ def pytest_collection_modifyitems(config, items):
 def _param(item, name):
   callspec = getattr(item, "callspec", None)
   return callspec.params.get(name) if callspec else None
+
+
+def _exhaustive(item) -> bool:
+  """Whether `item` runs with --exhaustive only: marked `exhaustive`, or, with
+  `exhaustive(default=k)`, a case outside the 1 in k the default run takes
+  (picked by a fixed hash of the case, the same in every process)."""
+  marker = item.get_closest_marker("exhaustive")
+  if marker is None:
+    return False
+  share = marker.kwargs.get("default")
+  if share is None:
+    return True
+  case = _case_id(item) if hasattr(item, "callspec") else item.name
+  return zlib.crc32(case.encode()) // 4 % share != 0
 
 
 def _case_id(item):
@@ -131,6 +170,8 @@ def _covering(items):
   keep both modes: .ci/run's second leg runs them in both."""
   cases: dict[tuple, list] = collections.defaultdict(list)
   for item in items:
+    if not hasattr(item, "callspec"):  # one run: nothing to cover
+      continue
     if item.get_closest_marker("covering_modes") or item.get_closest_marker(
       "scatter_orders"
     ):

@@ -28,7 +28,8 @@ import pytest
 
 from tests.support import processes
 
-pytestmark = pytest.mark.jax_modes(None)
+# The bench is not the library: its smoke run is part of --exhaustive.
+pytestmark = [pytest.mark.jax_modes(None), pytest.mark.exhaustive]
 
 ROOT = processes.REPO_ROOT
 TIMEOUT_S = 240

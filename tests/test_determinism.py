@@ -31,6 +31,9 @@ from tests.support.scatter_order import (
   order_dependent_scatters,
 )
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 ND = ("sum", "sub", "prod", "min", "max")
 ELEMENTS = ("none", "sum", "prod", "min", "max", "mean")
 
@@ -125,6 +128,7 @@ def _cuda_hlo(wrapped, args):
   return jax.export.export(wrapped, platforms=("cuda",))(*args).mlir_module()
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("name", CALLS)
 @pytest.mark.covering_modes
 def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):

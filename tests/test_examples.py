@@ -43,6 +43,9 @@ NEEDS = {
     sys.version_info < (3, 11), reason="jaxops[onnx] needs Python >= 3.11"
   )
 }
+# Examples whose runs, and the tests of their output, are part of
+# --exhaustive (tests/conftest.py).
+EXHAUSTIVE = ("export_onnx", "ported_lookup", "message_passing")
 
 
 def _execute(name: str) -> dict[str, object]:
@@ -112,7 +115,16 @@ def _floats(pattern: str, text: str) -> list[float]:
 
 @pytest.mark.parametrize(
   "name",
-  [pytest.param(name, marks=NEEDS.get(name, ())) for name in sorted(RUNS)],
+  [
+    pytest.param(
+      name,
+      marks=[
+        *([NEEDS[name]] if name in NEEDS else []),
+        *([pytest.mark.exhaustive] if name in EXHAUSTIVE else []),
+      ],
+    )
+    for name in sorted(RUNS)
+  ],
 )
 def test_example_runs_quickly(example_output, name):
   _stdout(example_output, name)
@@ -185,6 +197,7 @@ def test_sharded_communication_only_where_expected(example_output):
   assert len(free) == 8, out
 
 
+@pytest.mark.exhaustive
 def test_message_passing_learns_to_the_noise_floor(example_output):
   out = _stdout(example_output, "message_passing")
   assert "deterministic (two runs bit-equal): True" in out, out
@@ -203,6 +216,7 @@ def test_message_passing_learns_to_the_noise_floor(example_output):
 
 
 @NEEDS["export_onnx"]
+@pytest.mark.exhaustive
 def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
   out = _stdout(example_output, "export_onnx")
   match = re.search(r"held-out loss (\d+\.\d+) -> (\d+\.\d+)", out)
@@ -224,6 +238,7 @@ def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
   assert "RESULT JAX, onnxruntime and OpenVINO agree" in out
 
 
+@pytest.mark.exhaustive
 def test_ported_lookup_matches_openvino_and_trains(example_output):
   """Gather-8 and Slice-8 in a ported model: the jaxops port equals the
   OpenVINO original bit for bit (padding ids read zeros), the jnp.take port

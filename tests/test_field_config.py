@@ -38,7 +38,7 @@ from jax.experimental import checkify
 
 import jaxops
 from tests.support.asserts import assert_same
-from tests.support.scatter_order import order_dependent_hlo
+from tests.support.scatter_order import ORDERS, order_dependent_hlo
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 INT64 = np.iinfo(np.int64)
@@ -310,6 +310,7 @@ def _cases(op: Op):
       yield f"arg{argnum}_{form}", tuple(args)
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
 @pytest.mark.covering_modes
 def test_eager_equals_jit_for_every_input_form(op):
@@ -366,6 +367,7 @@ def _transformed(op: Op, transform: str):
   return jax.vmap(op.fn), tuple(np.stack([a, a]) for a in args)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
 @pytest.mark.covering_modes
@@ -381,6 +383,7 @@ def test_export_every_platform_round_trips(op, transform):
     assert_same(got, np.asarray(want))
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
 @pytest.mark.covering_modes
 def test_export_vmap_over_a_symbolic_batch(op):
@@ -669,8 +672,41 @@ def _and_gradient(fn, argnums):
   return jax.jit(lambda *a: (fn(*a), grad(*a)))
 
 
-@pytest.mark.scatter_orders
-@pytest.mark.parametrize("name", SYMBOLIC)
+# The rows the default run takes: every operator, the gathers' ordered
+# transpose and both paths of the scatters, the symbolic product's scan and
+# the mean's row fold; the other cases and paths run with --exhaustive.
+SYMBOLIC_DEFAULT = {
+  ("gather_nd", "serial"),
+  ("gather_nd_fill", "constructed"),
+  ("gather", "serial"),
+  ("gather_elements", "serial"),
+  ("slice", "serial"),
+  ("strided_slice", "serial"),
+  ("scatter_nd_update", "serial"),
+  ("scatter_nd_update", "constructed"),
+  ("scatter_nd_update_prod_clip", "constructed"),
+  ("scatter_elements_update_clip", "constructed"),
+  ("scatter_elements_update_mean_rows_drop", "serial"),
+}
+SYMBOLIC_ROWS = [
+  pytest.param(
+    name,
+    order,
+    id=f"{order}-{name}",
+    marks=() if (name, order) in SYMBOLIC_DEFAULT else pytest.mark.exhaustive,
+  )
+  for name, case in SYMBOLIC.items()
+  # A slice has no repeated targets: one path.
+  for order in (
+    ORDERS if case.op.startswith(("scatter", "gather")) else ORDERS[:1]
+  )
+]
+
+
+@pytest.mark.covering_modes
+@pytest.mark.parametrize(
+  "name,scatter_order", SYMBOLIC_ROWS, indirect=["scatter_order"]
+)
 def test_symbolic_dims_export(name, scatter_order):
   """Export once (for every platform, with the derivative), serialize,
   deserialize; at each size, the call, its vmap and its gradient through
@@ -1014,6 +1050,7 @@ def _numpy_index(shape, begin, end, strides, kinds):
   return tuple(index)
 
 
+@pytest.mark.covering_modes
 @hypothesis.settings(max_examples=200, deadline=None, derandomize=True)
 @hypothesis.given(_int64_specs())
 def test_strided_slice_int64_attributes(spec):

@@ -27,6 +27,9 @@ from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 OP = "Gather-8"
 
 # ---------------------------------------------------------------------------
@@ -401,6 +404,7 @@ def _all_configs():
 ALL_CONFIGS = list(_all_configs())
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize(
   "r,q,a,b",
   ALL_CONFIGS,
@@ -763,6 +767,7 @@ GRAD_CONFIGS = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):

@@ -30,6 +30,9 @@ from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 # ---------------------------------------------------------------------------
 # Examples of the ONNX GatherElements-11/13 specification. The -13 text is
 # right; the -11 text prints each output inside one bracket level too many
@@ -732,6 +735,7 @@ def test_property_matches_numpy(seed, dtype, index_dtype):
 
 # NumPy arrays have at most 64 dims; JAX's more, and so do the operators'
 # inputs (the index work never makes a NumPy array of an input's rank).
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("mode", ["fill", "clip"])
 @pytest.mark.parametrize("rank", [64, 65])
 def test_rank_64_and_65(rank, mode):

@@ -28,6 +28,9 @@ from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 # ---------------------------------------------------------------------------
 # The seven examples of the OpenVINO GatherND-8 specification, verbatim.
 
@@ -365,6 +368,7 @@ def _all_configs():
 ALL_CONFIGS = list(_all_configs())
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "r,q,b,k",
   ALL_CONFIGS,

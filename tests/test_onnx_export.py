@@ -51,6 +51,9 @@ from tests.support import slicing as sl
 from tests.support import strided_slice as ss
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 requires_extra = pytest.mark.skipif(
   sys.version_info < (3, 11),
   reason="the 'onnx' extra cannot be installed here: jax2onnx needs "
@@ -272,6 +275,7 @@ def _exported_gathers(op: str, seeds: range):
   return cases, fn, args, exported
 
 
+@pytest.mark.exhaustive(default=2)
 @requires_extra
 @pytest.mark.parametrize(
   "seeds",
@@ -1081,6 +1085,7 @@ SYMBOLIC_CASES = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @requires_extra
 @pytest.mark.parametrize("name", SYMBOLIC_CASES)
 def test_symbolic_dims_pass_through(name):

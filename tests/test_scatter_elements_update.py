@@ -24,6 +24,9 @@ from tests.support import modes, rejections
 from tests.support.asserts import assert_same, assert_same_bits
 from tests.support.reductions import nan_bits_case, np_scatter_elements
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 OP = "ScatterElementsUpdate-12"
 F32, I32 = np.float32, np.int32
 REDUCTIONS = ("none", "sum", "prod", "min", "max", "mean")
@@ -92,6 +95,7 @@ MEAN_DTYPES = (
 )
 
 
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize("use_init_val", (True, False))
 @pytest.mark.parametrize("dtype", MEAN_DTYPES, ids=gen.dtype_id)
 @pytest.mark.parametrize("count", MEAN_COUNTS)
@@ -187,6 +191,7 @@ NAN_DTYPES = (
 )
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("run", modes.RUNS)
 @pytest.mark.parametrize("use_init_val", (True, False))
 @pytest.mark.parametrize("dtype", NAN_DTYPES, ids=gen.dtype_id)
@@ -491,6 +496,7 @@ FORMS = (
 )
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
 @pytest.mark.covering_modes
 def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
@@ -617,6 +623,7 @@ def rows_at_any_size(monkeypatch, constructed):
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "data_shape, axis, reduction, init, mode, dtype",
   SHARED,
@@ -738,6 +745,7 @@ def test_the_fold_skips_the_sort_of_ascending_targets():
   assert "cond[" not in str(jax.make_jaxpr(small)(ascending[: n - 1]))
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.usefixtures("constructed")
 @pytest.mark.covering_modes
@@ -891,6 +899,7 @@ def test_vmap_any_argument(reduction, axes):
 # --- derivatives
 
 
+@pytest.mark.exhaustive
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("init", (True, False))
@@ -918,7 +927,11 @@ def test_check_grads(reduction, init):
 
 
 @pytest.mark.jax_modes("x64")
-@pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
+@pytest.mark.parametrize(
+  "reduction",
+  # prod: the slowest to compile; its rule is checked by test_check_grads.
+  ("sum", pytest.param("prod", marks=pytest.mark.exhaustive), "mean"),
+)
 @pytest.mark.usefixtures("rows_at_any_size")
 def test_check_grads_shared_indices(reduction):
   # The fold by rows (indices shared along the other dims).

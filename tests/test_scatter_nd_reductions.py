@@ -23,6 +23,9 @@ from tests.support import modes, rejections
 from tests.support.asserts import assert_same, assert_same_bits
 from tests.support.reductions import nan_bits_case, np_scatter_nd_reduce
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 # A call with a reduction names the version it implements in its errors.
 OP = "ScatterNDUpdate-15"
 ND = ("sum", "sub", "prod", "min", "max")
@@ -102,6 +105,7 @@ def test_min_max_keep_the_bits_of_data_they_keep(reduction, dtype, run):
 _jitted = jax.jit(jaxops.scatter_nd_update, static_argnames="reduction")
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("reduction", ND)
 @pytest.mark.parametrize(
   "dtype", (F32, np.float16, I32, np.uint8), ids=gen.dtype_id
@@ -242,6 +246,7 @@ def test_vmap_any_argument(reduction, axes):
     assert_same(out[j], np_scatter_nd_reduce(*one, reduction), str(j))
 
 
+@pytest.mark.exhaustive
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize("reduction", ND)
 @pytest.mark.scatter_orders

@@ -25,6 +25,9 @@ from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.scatter import np_scatter_nd_update, random_case
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 # --- spec examples
 
 
@@ -632,6 +635,7 @@ def test_choose_strategy(jax_mode, args, x32, x64):
   assert dup.choose_strategy(*args) == expected
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize(
   "data_shape,lead,k",
@@ -713,6 +717,7 @@ REPEAT_KINDS = [
 ]
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes
@@ -807,6 +812,7 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
     assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes
 def test_searches_under_vmap_mixed_batch(strategy):
@@ -876,6 +882,7 @@ def test_order_tests_compile_to_one_loop(strategy):
     assert "reduce-window(" not in hlo, hlo
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("strategy", ["table", "packed_sort", "rank_table"])
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.covering_modes
@@ -997,6 +1004,7 @@ def test_sorted_unique_predicate(kind):
     assert not bool(_repeats(dup.RepeatTest.BITMAP, indices, data.shape))
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.covering_modes
 def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
@@ -1008,6 +1016,7 @@ def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
     )
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes
 def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
@@ -1021,6 +1030,7 @@ def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
     assert_same(eager, np_scatter_nd_update(data, indices, updates), kind)
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize(
   "kinds",
   [

@@ -174,6 +174,7 @@ def test_export_carries_both_paths(name):
   assert_same(both.call(_DATA, _ROW_UPDATES), fn(_DATA, _ROW_UPDATES))
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", PATHS)
 @pytest.mark.covering_modes
 def test_switch_forces_the_constructed_path_on_cpu(name, monkeypatch):

@@ -56,6 +56,9 @@ from tests.support import generators as gen
 from tests.support import modes, scatter_order
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 DEVICES = 8
 COLLECTIVE_RE = re.compile(
   r"\b(all-gather|all-to-all|all-reduce|reduce-scatter|collective-permute)"
@@ -796,6 +799,7 @@ def _assert_sharding(array, mesh, spec, context):
 # ---- the checks ------------------------------------------------------------
 
 
+@pytest.mark.exhaustive(default=2)
 @over(LAYOUTS + SHARD_MAP_CASES)
 def test_equal(case, jax_mode):
   run = _run(case, jax_mode)

@@ -27,6 +27,9 @@ from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.slicing import INT64_MAX, INT64_MIN, np_slice, random_spec
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 OP = "Slice-8"
 
 # ---------------------------------------------------------------------------

@@ -26,6 +26,9 @@ from tests.support import rejections
 from tests.support.asserts import assert_same
 from tests.support.strided_slice import SPEC_EXAMPLES, Spec
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 ss = jaxops.strided_slice
 
 

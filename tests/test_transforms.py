@@ -350,6 +350,7 @@ def test_jit_matches_eager(case):
   assert_same(jax.jit(case.fn)(*args), np.asarray(case.fn(*args)))
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.covering_modes
 def test_vmap_all_args_matches_loop(case, axis):
@@ -359,6 +360,7 @@ def test_vmap_all_args_matches_loop(case, axis):
   assert_same(out, expected)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.covering_modes
 def test_vmap_each_arg_alone_matches_loop(case):
   fixed = case.args(seed=100)
@@ -389,6 +391,7 @@ def _of_diff_args(case, args):
   return f
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.jax_modes("x64")  # finite differences need float64
 @pytest.mark.scatter_orders(one=True)
 def test_check_grads_fwd_and_rev_order2(case, scatter_order):
@@ -403,6 +406,7 @@ def test_check_grads_fwd_and_rev_order2(case, scatter_order):
   )
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.jax_modes("x64")
 @pytest.mark.scatter_orders(one=True)
 def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
@@ -428,6 +432,7 @@ def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
       assert_same(g, np.asarray(w), f"{name}, argument {j}")
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_jacfwd_equals_jacrev(case, scatter_order):
@@ -438,6 +443,7 @@ def test_jacfwd_equals_jacrev(case, scatter_order):
     np.testing.assert_allclose(fwd, rev, atol=1e-12)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_hessian_matches_gauss_newton_identity(case, scatter_order):
@@ -459,6 +465,7 @@ def test_hessian_matches_gauss_newton_identity(case, scatter_order):
     np.testing.assert_allclose(hess, 2 * jac.T @ jac, atol=1e-10)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.covering_modes
 def test_grad_over_all_args_gives_float0_for_indices(case):
   args = case.args()
@@ -473,6 +480,7 @@ def test_grad_over_all_args_gives_float0_for_indices(case):
       assert g.dtype == jax.dtypes.float0, f"arg {i} got {g.dtype}"
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_vmap_of_grad_matches_loop(case, scatter_order):

@@ -49,6 +49,9 @@ from tests.support import generators as gen
 from tests.support import oracles, processes
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 NUM_CASES = 320
 CHUNK = 40
 # The integer dtypes OpenVINO's CPU plugin computes as int32.
@@ -139,6 +142,7 @@ def _openvino_outputs(chunk: int) -> dict[int, np.ndarray]:
   return dict(zip(kept, outputs))
 
 
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize(
   "chunk",
   range(NUM_CASES // CHUNK),

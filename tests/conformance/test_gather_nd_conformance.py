@@ -29,6 +29,9 @@ from tests.support import generators as gen
 from tests.support import oracles
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 NUM_CASES = 320
 CHUNK = 40
 
@@ -54,6 +57,7 @@ def _jaxops_outputs(cases):
   ]
 
 
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize(
   "chunk",
   range(NUM_CASES // CHUNK),

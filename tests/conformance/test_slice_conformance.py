@@ -46,6 +46,9 @@ from tests.support import oracles, processes
 from tests.support import slicing as sl
 from tests.support.asserts import assert_same
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 NUM_CASES = 320
 CHUNK = 40
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -167,6 +170,7 @@ def _runtime_outputs(kind: str, chunk: int):
   return openvino, onnxruntime
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("kind, chunk", CHUNKS, ids=lambda v: str(v))
 @pytest.mark.covering_modes
 def test_cases_match_runtimes(kind, chunk):

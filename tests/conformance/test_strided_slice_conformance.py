@@ -40,6 +40,9 @@ from tests.support.strided_slice import (
   random_spec,
 )
 
+# Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
+pytestmark = pytest.mark.covering_modes
+
 N_RANDOM = 300
 DTYPES = (np.float32, np.float32, np.int32, np.uint8)
 
@@ -194,6 +197,7 @@ def test_spec_example_matches_openvino(example):
   _check(example.spec, _data(example.spec.data_shape, np.float32))
 
 
+@pytest.mark.exhaustive(default=5)
 @pytest.mark.parametrize("seed", range(N_RANDOM))
 @pytest.mark.covering_modes
 def test_random_spec_matches_openvino(seed):
