@@ -45,7 +45,13 @@ NEEDS = {
 }
 # Examples whose runs, and the tests of their output, are part of
 # --exhaustive (tests/conftest.py).
-EXHAUSTIVE = ("export_onnx", "ported_lookup", "message_passing")
+EXHAUSTIVE = (
+  "export_onnx",
+  "ported_lookup",
+  "message_passing",
+  "train_infill",
+  "sharded",
+)
 
 
 def _execute(name: str) -> dict[str, object]:
@@ -153,6 +159,7 @@ def _infill_result(out: str) -> tuple[float, float, float]:
   return tuple(float(x) for x in match.groups())
 
 
+@pytest.mark.exhaustive
 def test_train_infill_loss_falls_towards_bayes(example_output):
   out = _stdout(example_output, "train_infill")
   initial, final, bayes = _infill_result(out)
@@ -163,6 +170,7 @@ def test_train_infill_loss_falls_towards_bayes(example_output):
   assert len(during) == 6 and during[-1] < during[0], out  # 1, 25..200, 300
 
 
+@pytest.mark.exhaustive
 def test_train_infill_does_not_beat_bayes(example_output):
   # Beating the Bayes-optimal loss on 4096 held-out examples by more than
   # noise would mean the model sees the hidden symbol (a masking bug).
@@ -181,6 +189,7 @@ def test_batched_vmap_equals_loop(example_output):
   assert "RESULT 13 vmap-vs-loop cases: all equal" in out
 
 
+@pytest.mark.exhaustive
 def test_sharded_equals_unsharded(example_output):
   out = _stdout(example_output, "sharded")
   assert out.startswith("8 cpu devices"), out
@@ -190,6 +199,7 @@ def test_sharded_equals_unsharded(example_output):
   assert "RESULT 15/15 sharded results equal the unsharded ones" in out
 
 
+@pytest.mark.exhaustive
 def test_sharded_communication_only_where_expected(example_output):
   out = _stdout(example_output, "sharded")
   assert "15/15 layouts communicate exactly where expected" in out, out

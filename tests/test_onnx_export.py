@@ -275,7 +275,7 @@ def _exported_gathers(op: str, seeds: range):
   return cases, fn, args, exported
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @requires_extra
 @pytest.mark.parametrize(
   "seeds",
@@ -480,6 +480,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
   }
 
 
+@pytest.mark.exhaustive(default=2)
 @requires_extra
 @pytest.mark.parametrize(
   "chunk",
@@ -1159,6 +1160,7 @@ def _exported_gather8(seeds: range):
   return cases, fn, args, exported
 
 
+@pytest.mark.exhaustive(default=2)
 @requires_extra
 @pytest.mark.parametrize(
   "seeds",

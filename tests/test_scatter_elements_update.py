@@ -623,7 +623,7 @@ def rows_at_any_size(monkeypatch, constructed):
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize(
   "data_shape, axis, reduction, init, mode, dtype",
   SHARED,
@@ -745,7 +745,7 @@ def test_the_fold_skips_the_sort_of_ascending_targets():
   assert "cond[" not in str(jax.make_jaxpr(small)(ascending[: n - 1]))
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.usefixtures("constructed")
 @pytest.mark.covering_modes
@@ -929,8 +929,13 @@ def test_check_grads(reduction, init):
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize(
   "reduction",
-  # prod: the slowest to compile; its rule is checked by test_check_grads.
-  ("sum", pytest.param("prod", marks=pytest.mark.exhaustive), "mean"),
+  # prod and mean: slow to compile; their rules are checked by
+  # test_check_grads, their shared-index fold by the value tests.
+  (
+    "sum",
+    pytest.param("prod", marks=pytest.mark.exhaustive),
+    pytest.param("mean", marks=pytest.mark.exhaustive),
+  ),
 )
 @pytest.mark.usefixtures("rows_at_any_size")
 def test_check_grads_shared_indices(reduction):

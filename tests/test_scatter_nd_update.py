@@ -635,7 +635,7 @@ def test_choose_strategy(jax_mode, args, x32, x64):
   assert dup.choose_strategy(*args) == expected
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize(
   "data_shape,lead,k",
@@ -717,7 +717,7 @@ REPEAT_KINDS = [
 ]
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes

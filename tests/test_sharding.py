@@ -818,6 +818,7 @@ def test_no_collectives(case, jax_mode):
   assert not found, f"collectives in HLO: {found}"
 
 
+@pytest.mark.exhaustive(default=2)
 @over(COMMUNICATING + SHARD_MAP_CASES)
 def test_collectives(case, jax_mode):
   found = _run(case, jax_mode).collectives

@@ -41,6 +41,9 @@ def _collected(hash_seed: str) -> list[str]:
   return [line for line in result.stdout.splitlines() if "::" in line]
 
 
+# The default run is this check too (xdist compares its workers'
+# collections); this one makes it independent of chance.
+@pytest.mark.exhaustive
 @pytest.mark.jax_modes(None)
 def test_covering_designs_collect_the_same_tests_in_every_process():
   first, second = _collected("1"), _collected("2")

@@ -391,7 +391,7 @@ def _of_diff_args(case, args):
   return f
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.jax_modes("x64")  # finite differences need float64
 @pytest.mark.scatter_orders(one=True)
 def test_check_grads_fwd_and_rev_order2(case, scatter_order):
@@ -406,7 +406,7 @@ def test_check_grads_fwd_and_rev_order2(case, scatter_order):
   )
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.jax_modes("x64")
 @pytest.mark.scatter_orders(one=True)
 def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
@@ -480,7 +480,7 @@ def test_grad_over_all_args_gives_float0_for_indices(case):
       assert g.dtype == jax.dtypes.float0, f"arg {i} got {g.dtype}"
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_vmap_of_grad_matches_loop(case, scatter_order):

@@ -142,7 +142,7 @@ def _openvino_outputs(chunk: int) -> dict[int, np.ndarray]:
   return dict(zip(kept, outputs))
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(default=8)
 @pytest.mark.parametrize(
   "chunk",
   range(NUM_CASES // CHUNK),

@@ -68,7 +68,7 @@ def _jaxops_outputs(cases):
   ]
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(default=8)
 @pytest.mark.parametrize(
   "chunk",
   range(NUM_CASES // CHUNK),
