@@ -157,6 +157,13 @@ def concrete_dim(dim: Any, op: str, what: str) -> int:
   return dim
 
 
+# Newer jax has it in jax.errors; jax 0.8 in jax.core only (since deprecated).
+_INCONCLUSIVE: type[Exception] = (
+  getattr(jax.errors, "InconclusiveDimensionOperation", None)
+  or jax.core.InconclusiveDimensionOperation
+)
+
+
 def provable(
   compare: Callable[[Any, Any], Any], left: Any, right: Any
 ) -> bool | None:
@@ -167,7 +174,7 @@ def provable(
   unless it always holds (jax.export's rule)."""
   try:
     return bool(compare(left, right))
-  except jax.errors.InconclusiveDimensionOperation:
+  except _INCONCLUSIVE:
     return None
 
 

@@ -121,7 +121,10 @@ def pytest_collection_modifyitems(config, items):
       dropped.append(item)
     else:
       kept.append(item)
-  kept, uncovered = _covering(kept)
+  # .ci/run's lowest-versions leg (`-m lowest_versions`) runs its rows in
+  # both modes.
+  lowest = "lowest_versions" in (config.getoption("markexpr") or "")
+  kept, uncovered = _covering(kept, lowest)
   dropped += uncovered
   run = [_exhaustive(i) == config.getoption("--exhaustive") for i in kept]
   dropped += [i for i, r in zip(kept, run) if not r]
@@ -160,14 +163,15 @@ def _case_id(item):
   )
 
 
-def _covering(items):
+def _covering(items, lowest):
   """(kept, dropped): the covering designs of `covering_modes` and
   `scatter_orders`. A case is the test and its parameters but the mode and
   the order; a fixed hash of it picks its mode (covering_modes), so that
   across a table both modes run. Every case runs both orders: in its two
   modes, one each (picked by the hash), or both in its one mode (one, the
-  hash's, with `scatter_orders(one=True)`). Rows marked `lowest_versions`
-  keep both modes: .ci/run's second leg runs them in both."""
+  hash's, with `scatter_orders(one=True)`). With `lowest`, rows marked
+  `lowest_versions` keep both modes: .ci/run's second leg runs them in
+  both."""
   cases: dict[tuple, list] = collections.defaultdict(list)
   for item in items:
     if not hasattr(item, "callspec"):  # one run: nothing to cover
@@ -190,9 +194,9 @@ def _covering(items):
     for member in members:
       mode, order = _param(member, "jax_mode"), _param(member, "scatter_order")
       # The rows .ci/run's lowest-versions leg runs keep both modes there.
-      covering_modes = member.get_closest_marker(
-        "covering_modes"
-      ) and not member.get_closest_marker("lowest_versions")
+      covering_modes = member.get_closest_marker("covering_modes") and not (
+        lowest and member.get_closest_marker("lowest_versions")
+      )
       keep = not covering_modes or mode == modes[pick % len(modes)]
       orders_marker = member.get_closest_marker("scatter_orders")
       if orders_marker and (

@@ -367,7 +367,7 @@ def _transformed(op: Op, transform: str):
   return jax.vmap(op.fn), tuple(np.stack([a, a]) for a in args)
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
 @pytest.mark.covering_modes
@@ -706,6 +706,7 @@ SYMBOLIC_ROWS = [
 ]
 
 
+@pytest.mark.lowest_versions
 @pytest.mark.covering_modes
 @pytest.mark.parametrize(
   "name,scatter_order", SYMBOLIC_ROWS, indirect=["scatter_order"]
@@ -796,6 +797,7 @@ SYMBOLIC_ERRORS = {
 }
 
 
+@pytest.mark.lowest_versions
 def test_concrete_indices_against_a_symbolic_dim():
   """Concrete indices (closed over) raise IndexError against a symbolic dim
   only where they are out of range for every size it can take; otherwise
@@ -818,6 +820,7 @@ def test_concrete_indices_against_a_symbolic_dim():
     jax.export.export(fn)(jax.ShapeDtypeStruct(shape, np.float32))
 
 
+@pytest.mark.lowest_versions
 @pytest.mark.parametrize("name", SYMBOLIC_ERRORS)
 def test_symbolic_dims_that_must_be_concrete_are_named(name):
   fn, shapes, error, message = SYMBOLIC_ERRORS[name]

@@ -404,7 +404,7 @@ def _all_configs():
 ALL_CONFIGS = list(_all_configs())
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize(
   "r,q,a,b",
   ALL_CONFIGS,

@@ -162,6 +162,7 @@ def test_cpu_program_is_the_plain_scatter(name):
   assert _counts(compiled) == {"sort": 0, "while": 0, "conditional": 0}
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", PATHS)
 @pytest.mark.covering_modes
 def test_export_carries_both_paths(name):

@@ -432,7 +432,7 @@ def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
       assert_same(g, np.asarray(w), f"{name}, argument {j}")
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_jacfwd_equals_jacrev(case, scatter_order):
@@ -443,7 +443,7 @@ def test_jacfwd_equals_jacrev(case, scatter_order):
     np.testing.assert_allclose(fwd, rev, atol=1e-12)
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_hessian_matches_gauss_newton_identity(case, scatter_order):

@@ -226,7 +226,7 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("dtype", sr.ORT_DTYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("reduction", list(sr.ONNX_REDUCTION))
 @pytest.mark.scatter_orders
