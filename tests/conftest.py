@@ -80,7 +80,8 @@ def pytest_configure(config):
     "exhaustive(default=None): rows that add sizes, modes or variants to "
     "code other rows run: only `pytest --exhaustive` runs them; with "
     "default=k, the default run keeps 1 case in k of the table (a fixed "
-    "hash picks it) and --exhaustive runs the others",
+    "hash picks it) and the cases named in keep=(ids), and --exhaustive "
+    "runs the others",
   )
   config.addinivalue_line(
     "markers",
@@ -142,7 +143,8 @@ def _param(item, name):
 def _exhaustive(item) -> bool:
   """Whether `item` runs with --exhaustive only: marked `exhaustive`, or, with
   `exhaustive(default=k)`, a case outside the 1 in k the default run takes
-  (picked by a fixed hash of the case, the same in every process)."""
+  (picked by a fixed hash of the case, the same in every process) and not
+  one of its `keep` ids (cases that alone run some code of jaxops)."""
   marker = item.get_closest_marker("exhaustive")
   if marker is None:
     return False
@@ -150,6 +152,9 @@ def _exhaustive(item) -> bool:
   if share is None:
     return True
   case = _case_id(item) if hasattr(item, "callspec") else item.name
+  parts = set(case.split("-"))
+  if any(set(k.split("-")) <= parts for k in marker.kwargs.get("keep", ())):
+    return False
   return zlib.crc32(case.encode()) // 4 % share != 0
 
 

@@ -275,7 +275,9 @@ def _exported_gathers(op: str, seeds: range):
   return cases, fn, args, exported
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(
+  default=3, keep=("gather_elements-seeds_40_79", "gather_nd-seeds_80_119")
+)
 @requires_extra
 @pytest.mark.parametrize(
   "seeds",
@@ -480,7 +482,7 @@ def _reduction_census(kind, case) -> dict[str, int]:
   }
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=2, keep=("cases_40_79",))
 @requires_extra
 @pytest.mark.parametrize(
   "chunk",

@@ -1004,7 +1004,7 @@ def test_sorted_unique_predicate(kind):
     assert not bool(_repeats(dup.RepeatTest.BITMAP, indices, data.shape))
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=2, keep=("column_sort",))
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.covering_modes
 def test_sorted_indices_last_wins_every_strategy(jax_mode, strategy):
