@@ -166,6 +166,14 @@ def _scatter(d, i, u):
   return jaxops.scatter_nd_update(d, i, u)
 
 
+def _scatter_args(r):
+  return (
+    ints_as_floats(r, (32, 5)),
+    unique_rows(r, 32, 8),
+    ints_as_floats(r, (8, 5)),
+  )
+
+
 def _scatter_constructed(d, i, u):
   with scatter_order.forced_constructed():
     return jaxops.scatter_nd_update(d, i, u)
@@ -372,11 +380,7 @@ LAYOUTS = [
   Layout(
     "scatter_nd_update/indices_and_updates_sharded",
     _scatter,
-    lambda r: (
-      ints_as_floats(r, (32, 5)),
-      unique_rows(r, 32, 8),
-      ints_as_floats(r, (8, 5)),
-    ),
+    _scatter_args,
     (P("x"), P("x"), P("x")),
     None,
     # On CPU, XLA's serial scatter: repeated rows need nothing more.
@@ -385,11 +389,7 @@ LAYOUTS = [
   Layout(
     "scatter_nd_update/indices_and_updates_sharded_constructed",
     _scatter_constructed,
-    lambda r: (
-      ints_as_floats(r, (32, 5)),
-      unique_rows(r, 32, 8),
-      ints_as_floats(r, (8, 5)),
-    ),
+    _scatter_args,
     (P("x"), P("x"), P("x")),
     None,
     # Every other platform's path: the winner table all-reduces (a table
@@ -400,11 +400,7 @@ LAYOUTS = [
   Layout(
     "scatter_nd_update/indices_and_updates_sharded_unique",
     lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=True),
-    lambda r: (
-      ints_as_floats(r, (32, 5)),
-      unique_rows(r, 32, 8),
-      ints_as_floats(r, (8, 5)),
-    ),
+    _scatter_args,
     (P("x"), P("x"), P("x")),
     None,
     collectives=("all-gather",),
