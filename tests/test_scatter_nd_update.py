@@ -717,7 +717,7 @@ REPEAT_KINDS = [
 ]
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize("kind", REPEAT_KINDS)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes

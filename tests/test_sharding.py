@@ -838,6 +838,7 @@ def test_compile_options_keep_collectives(case, jax_mode):
   )
 
 
+@pytest.mark.exhaustive(default=2)
 @over(GRAD_EQUAL)
 def test_grad_equal(case, jax_mode):
   run = _run(case, jax_mode)

@@ -142,7 +142,7 @@ OV_PARAMS = [
 ]
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("reduction,dtype,use_init_val", OV_PARAMS)
 @pytest.mark.scatter_orders
 def test_openvino_cpu(reduction, dtype, use_init_val, jax_mode, scatter_order):
