@@ -23,6 +23,11 @@ No scatter here depends on the order in which XLA applies repeated indices
   consecutive chunks of `CHUNK` (the first starting from data) and the chunk
   results fold in order;
 * `none` and every final write: `unique_indices=True`.
+
+That is the constructed path of every platform. On CPU (`serial=True`,
+chosen by `jaxops._order`) the float folds are XLA's serial scatter-add or
+-multiply and float min/max XLA:CPU's own scatter max/min (its combiner is
+IEEE's maximum/minimum) with a pass that gives a NaN its bits.
 """
 
 from __future__ import annotations
@@ -131,16 +136,45 @@ def _kept(key, data, target, is_max, use_init_val):
   return lax.bitcast_convert_type(bits, data.dtype)
 
 
-def _minmax(data, target, updates, is_max, use_init_val):
+def _native_minmax(data, target, updates, is_max, use_init_val):
+  """XLA:CPU's own float scatter max/min, whose combiner is IEEE 754-2019's
+  maximum/minimum (-0 < +0, NaN propagates): the total order's result up
+  to a NaN's bits, which one pass over the output sets -- data's own where
+  no update reaches the slot or data's NaN wins, else the canonical NaN. No
+  key of the n updates is built (tests/test_scatter_order.py trips the day
+  XLA:CPU's max changes)."""
+  reduction = "max" if is_max else "min"
+  if use_init_val:
+    start = data
+  else:
+    hit = targeted(target, data.shape[0])[:, None]
+    start = jnp.where(hit, neutral(reduction, data.dtype), data)
+  out = _scatter_combine(start, target, updates, reduction)
+  own = jnp.isnan(data) if use_init_val else ~hit
+  kd = _key_dtype(data.dtype)
+  canonical = np.asarray(np.nan, data.dtype).view(kd)
+  # Selected as bits, as in `from_key`: XLA:CPU selects bfloat16 through
+  # float32, which drops NaN payloads.
+  bits = jnp.where(
+    own,
+    lax.bitcast_convert_type(data, kd),
+    jnp.where(jnp.isnan(out), canonical, lax.bitcast_convert_type(out, kd)),
+  )
+  return lax.bitcast_convert_type(bits, data.dtype)
+
+
+def _minmax(data, target, updates, is_max, use_init_val, serial):
+  if serial:
+    return _native_minmax(data, target, updates, is_max, use_init_val)
   key = _float_minmax_primal(data, target, updates, is_max, use_init_val)
   return _kept(key, data, target, is_max, use_init_val)
 
 
-_minmax = jax.custom_jvp(_minmax, nondiff_argnums=(3, 4))
+_minmax = jax.custom_jvp(_minmax, nondiff_argnums=(3, 4, 5))
 
 
 @_minmax.defjvp
-def _minmax_jvp(is_max, use_init_val, primals, tangents):
+def _minmax_jvp(is_max, use_init_val, serial, primals, tangents):
   data, target, updates = primals
   data_dot, _, updates_dot = tangents
   slots, r = data.shape
@@ -148,7 +182,7 @@ def _minmax_jvp(is_max, use_init_val, primals, tangents):
   # The output through `_minmax` itself, so that a derivative of this rule
   # (jvp of jvp, hessian) differentiates it with this rule again; computed
   # here as integer keys, it would be a constant to them.
-  out = _minmax(data, target, updates, is_max, use_init_val)
+  out = _minmax(data, target, updates, is_max, use_init_val, serial)
   key = to_key(out, is_max)
   # The winner of each element: data when it equals the result (ties go to
   # data), else the first update in index order that equals it.
@@ -301,6 +335,16 @@ def folds(dtype: Any, reduction: str) -> bool:
   )
 
 
+def has_serial(dtype: Any, reduction: str, unique_indices: bool) -> bool:
+  """Whether `reduce_rows(serial=True)` differs from the constructed form,
+  so that callers switch between them by platform (`jaxops._order`): the
+  folds with repeated targets, and float min/max (XLA:CPU's float max
+  instead of the integer key)."""
+  if reduction in ("min", "max"):
+    return jnp.issubdtype(dtype, jnp.floating)
+  return folds(dtype, reduction) and not unique_indices
+
+
 # Jitted so that an eager call compiles and dispatches once, not op by op
 # (the layout alone is a few dozen operations); inlined under an outer jit.
 @functools.partial(
@@ -329,8 +373,8 @@ def reduce_rows(
   [0, slots)) drops the update. `test_ascending=False` sorts without first
   testing whether the targets ascend (docs/design.md#presorted).
   `serial=True` reduces float repeats with XLA's scatter, in index order on
-  CPU only (`jaxops._order`), instead of the sorted fold. Returns (slots,
-  R).
+  CPU only (`jaxops._order`), instead of the sorted fold, and float min/max
+  with XLA:CPU's float max instead of the integer key. Returns (slots, R).
   """
   slots, r = data.shape
   n = target.shape[0]
@@ -347,7 +391,9 @@ def reduce_rows(
   if integer and reduction == "mean":
     return _int_mean(data, target, updates, use_init_val)
   if reduction in ("min", "max") and not integer:
-    return _minmax(data, target, updates, reduction == "max", use_init_val)
+    return _minmax(
+      data, target, updates, reduction == "max", use_init_val, serial
+    )
   if integer:
     if not use_init_val:
       data = jnp.where(

@@ -288,8 +288,8 @@ def scatter_elements_update(
     mode=scatter_mode,
     reduce=reduce,
   )
-  if folds:
-    # Repeated targets: XLA:CPU's serial scatter, or the sorted fold.
+  if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
+    # XLA:CPU's serial scatter, or the sorted fold and the integer key.
     serial = functools.partial(
       _by_elements,
       axis=axis,

@@ -395,8 +395,8 @@ def scatter_nd_update(
       reduction=reduction,
       unique_indices=bool(unique_indices),
     )
-    if _reduce.folds(data.dtype, reduction) and not unique_indices:
-      # Repeated targets: XLA:CPU's serial scatter, or the sorted fold.
+    if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
+      # XLA:CPU's serial scatter, or the sorted fold and the integer key.
       reduce = _order.ordered(
         functools.partial(reduce, serial=True),
         functools.partial(reduce, serial=False),

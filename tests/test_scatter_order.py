@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -110,8 +111,78 @@ def test_xla_cpu_scatter_is_serial(op, dtype):
     assert np.array_equal(got[member], want), BROKEN.format(what=f"vmap, {op}")
 
 
+MINMAX_BROKEN = (
+  "XLA's CPU float scatter {op} is no longer IEEE 754-2019's {op}imum "
+  "({what}). jaxops' CPU min/max (jaxops/_reduce.py, `_native_minmax`) "
+  "relies on it: make `has_serial` false for min/max (the integer key of "
+  "every other platform) and record the change in docs/design.md#serial-cpu."
+)
+
+MINMAX_DTYPES = {
+  **DTYPES,
+  "bfloat16": pytest.param(jnp.bfloat16),
+  "float16": pytest.param(np.float16),
+}
+
+
+def _total_order_reference(data, target, updates, op):
+  """`op` over NumPy's integer keys of the floats (-0 < +0); NaN wherever a
+  NaN reaches the slot."""
+  kind = {2: np.int16, 4: np.int32, 8: np.int64}[updates.dtype.itemsize]
+
+  def key(x):
+    bits = x.view(kind)
+    return bits ^ ((bits >> (8 * bits.itemsize - 1)) & np.iinfo(kind).max)
+
+  keys = key(data.copy())
+  (np.maximum if op == "max" else np.minimum).at(keys, target, key(updates))
+  nan = np.isnan(data.astype(np.float32))
+  np.logical_or.at(nan, target, np.isnan(updates.astype(np.float32)))
+  return key(keys).view(data.dtype), nan
+
+
+@pytest.mark.parametrize("dtype", MINMAX_DTYPES.values(), ids=MINMAX_DTYPES)
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.lowest_versions
+def test_xla_cpu_scatter_max_is_ieee(op, dtype):
+  # 4M updates into 16 slots, each the signed zeros and values below the
+  # max (above the min): every slot's result is a zero, +0 for max where a
+  # +0 reaches it (slots 0-7), else -0; one NaN update in each fourth slot.
+  rng = np.random.default_rng([UPDATES, SLOTS, op == "max"])
+  sign = -1 if op == "max" else 1
+  target = rng.integers(0, SLOTS, UPDATES).astype(np.int32)
+  choices = np.array([0.0, -0.0, sign * 1.0, sign * 2.0])
+  pick = rng.integers(0, 4, UPDATES)
+  # Slots 8-15 get one zero only (-0 for max, +0 for min).
+  pick = np.where((target >= SLOTS // 2) & (pick == 0), 1, pick)
+  if op == "min":
+    pick = np.where((target >= SLOTS // 2) & (pick == 1), 0, pick)
+  updates = choices[pick].astype(dtype)
+  for slot in range(0, SLOTS, 4):
+    updates[np.flatnonzero(target == slot)[UPDATES // SLOTS // 2]] = np.nan
+  data = np.full(SLOTS, sign * 3.0).astype(dtype)
+  want, nan = _total_order_reference(data, target, updates, op)
+  # Not vacuous: NaN and both zeros among the results.
+  assert nan.any() and set(np.signbit(want[~nan].astype(np.float32))) == {
+    False,
+    True,
+  }
+  plain = jax.jit(
+    lambda d, t, u: d.at[t].max(u) if op == "max" else d.at[t].min(u)
+  )
+  got = np.asarray(plain(data, target, updates))
+  assert np.array_equal(np.isnan(got.astype(np.float32)), nan), (
+    MINMAX_BROKEN.format(op=op, what="a NaN update no longer propagates")
+  )
+  bits = np.dtype(f"u{data.itemsize}")
+  assert np.array_equal(got[~nan].view(bits), want[~nan].view(bits)), (
+    MINMAX_BROKEN.format(op=op, what="signed zeros")
+  )
+
+
 # Every scatter whose targets may repeat, as (name, call, args): the paths
-# `jaxops._order` switches.
+# `jaxops._order` switches (float min/max: XLA's float max on CPU, the
+# integer key elsewhere).
 _RNG = np.random.default_rng(7)
 _DATA = _RNG.standard_normal((64, 8)).astype(np.float32)
 _ROWS = _RNG.integers(0, 64, (4096, 1))
@@ -123,7 +194,7 @@ PATHS = {
     f"scatter_nd_update-{r}": functools.partial(
       lambda d, u, r: jaxops.scatter_nd_update(d, _ROWS, u, reduction=r), r=r
     )
-    for r in ("sum", "sub", "prod")
+    for r in ("sum", "sub", "prod", "max")
   },
   **{
     f"scatter_elements_update-{r}": functools.partial(
@@ -132,7 +203,7 @@ PATHS = {
       ),
       r=r,
     )
-    for r in ("none", "sum", "prod", "mean")
+    for r in ("none", "sum", "prod", "mean", "min")
   },
 }
 
