@@ -293,10 +293,8 @@ def check_round_trips(make: Callable[[int], RoundTrip], chunk: range) -> None:
   )
   for trip, counts in zip(trips, output_census(exported.model)):
     want = trip.census
-    assert counts == want if isinstance(want, dict) else want(counts), (
-      trip.name,
-      counts,
-    )
+    exact = isinstance(want, dict)
+    assert (counts == want) if exact else want(counts), (trip.name, counts)
 
 
 GATHER_SEEDS = range(120)
