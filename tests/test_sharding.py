@@ -166,11 +166,23 @@ def _scatter(d, i, u):
   return jaxops.scatter_nd_update(d, i, u)
 
 
-def _scatter_args(r):
-  return (
-    ints_as_floats(r, (32, 5)),
-    unique_rows(r, 32, 8),
-    ints_as_floats(r, (8, 5)),
+def _gather_args(
+  data_shape, sizes, indices_shape, indices=gen.random_indices, **options
+):
+  """`make_args` of a gather: data, then `indices(rng, sizes, indices_shape,
+  **options)`."""
+  return lambda r: (
+    ints_as_floats(r, data_shape),
+    indices(r, sizes, indices_shape, **options),
+  )
+
+
+def _scatter_args(data_shape, count):
+  """`make_args` of a ScatterNDUpdate of `count` distinct rows of data."""
+  return lambda r: (
+    ints_as_floats(r, data_shape),
+    unique_rows(r, data_shape[0], count),
+    ints_as_floats(r, (count, *data_shape[1:])),
   )
 
 
@@ -179,25 +191,34 @@ def _scatter_constructed(d, i, u):
     return jaxops.scatter_nd_update(d, i, u)
 
 
+def _scatter_unique(d, i, u):
+  return jaxops.scatter_nd_update(d, i, u, unique_indices=True)
+
+
+def _one_array(shape):
+  """`make_args` of a slicing layout: one array of `shape`."""
+  return lambda r: (ints_as_floats(r, shape),)
+
+
+def _row_sharded(shape):
+  """`make_args`, `in_specs` and `out_spec` of a slice of one array of
+  `shape` that keeps its rows whole: sharded on "x" in and out."""
+  return _one_array(shape), (P("x"),), P("x")
+
+
 LAYOUTS = [
   # ---- communication-free ------------------------------------------------
   Layout(
     "gather_nd/batch_dims1_sharded_batch",
     _gather_nd(1),
-    lambda r: (
-      ints_as_floats(r, (16, 6, 5)),
-      gen.random_indices(r, (6,), (16, 3)),
-    ),
+    _gather_args((16, 6, 5), (6,), (16, 3)),
     (P("x"), P("x")),
     P("x"),
   ),
   Layout(
     "gather_nd/batch_dims2_2d_mesh",
     _gather_nd(2),
-    lambda r: (
-      ints_as_floats(r, (8, 4, 6, 3)),
-      gen.random_indices(r, (6,), (8, 4, 5)),
-    ),
+    _gather_args((8, 4, 6, 3), (6,), (8, 4, 5)),
     (P("batch", "model"), P("batch", "model")),
     P("batch", "model"),
     mesh="batch,model",
@@ -205,10 +226,7 @@ LAYOUTS = [
   Layout(
     "gather_nd/batch_dims1_sharded_batch_and_trailing",
     _gather_nd(1),
-    lambda r: (
-      ints_as_floats(r, (8, 6, 4)),
-      gen.random_indices(r, (6,), (8, 3)),
-    ),
+    _gather_args((8, 6, 4), (6,), (8, 3)),
     (P("batch", None, "model"), P("batch")),
     P("batch", None, "model"),
     mesh="batch,model",
@@ -216,17 +234,14 @@ LAYOUTS = [
   Layout(
     "gather_nd/table_sharded_on_slice_dim",
     _gather_nd(0),
-    lambda r: (ints_as_floats(r, (10, 16)), gen.random_indices(r, (10,), (7,))),
+    _gather_args((10, 16), (10,), (7,)),
     (P(None, "x"), P()),
     P(None, "x"),
   ),
   Layout(
     "gather_nd/replicated_table_sharded_indices",
     _gather_nd(0),
-    lambda r: (
-      ints_as_floats(r, (10, 3)),
-      gen.random_indices(r, (10,), (16, 2)),
-    ),
+    _gather_args((10, 3), (10,), (16, 2)),
     (P(), P("x")),
     P("x"),
     grad_collectives=("all-reduce",),
@@ -234,41 +249,33 @@ LAYOUTS = [
   Layout(
     "gather/batch_dims1_sharded_batch",
     _gather(1, 1),
-    lambda r: (
-      ints_as_floats(r, (16, 6, 5)),
-      gen.half_out_of_range(r, 6, (16, 3)),
-    ),
+    _gather_args((16, 6, 5), 6, (16, 3), indices=gen.half_out_of_range),
     (P("x"), P("x")),
     P("x"),
   ),
   Layout(
     "gather/table_sharded_on_slice_dim",
     _gather(0, 0),
-    lambda r: (ints_as_floats(r, (10, 16)), gen.half_out_of_range(r, 10, (7,))),
+    _gather_args((10, 16), 10, (7,), indices=gen.half_out_of_range),
     (P(None, "x"), P()),
     P(None, "x"),
   ),
   Layout(
     "slice/dim_kept_whole",
     _slice_columns,
-    lambda r: (ints_as_floats(r, (16, 6)),),
-    (P("x"),),
-    P("x"),
+    *_row_sharded((16, 6)),
   ),
   Layout(
     "gather_elements/axis1_sharded_dim0",
     _gather_elements(1),
-    lambda r: (ints_as_floats(r, (16, 6)), gen.random_indices(r, 6, (16, 9))),
+    _gather_args((16, 6), 6, (16, 9)),
     (P("x"), P("x")),
     P("x"),
   ),
   Layout(
     "gather_elements/axis0_2d_mesh_dims1_2",
     _gather_elements(0),
-    lambda r: (
-      ints_as_floats(r, (5, 4, 6)),
-      gen.random_indices(r, 5, (7, 4, 6)),
-    ),
+    _gather_args((5, 4, 6), 5, (7, 4, 6)),
     (P(None, "batch", "model"), P(None, "batch", "model")),
     P(None, "batch", "model"),
     mesh="batch,model",
@@ -276,11 +283,7 @@ LAYOUTS = [
   Layout(
     "scatter_nd_update/slices_sharded_trailing",
     _scatter,
-    lambda r: (
-      ints_as_floats(r, (6, 5, 16)),
-      unique_rows(r, 6, 3),
-      ints_as_floats(r, (3, 5, 16)),
-    ),
+    _scatter_args((6, 5, 16), 3),
     (P(None, None, "x"), P(), P(None, None, "x")),
     P(None, None, "x"),
     diff_argnums=(0, 2),
@@ -300,11 +303,7 @@ LAYOUTS = [
   Layout(
     "scatter_nd_update/rows_sharded_replicated_updates",
     _scatter,
-    lambda r: (
-      ints_as_floats(r, (16, 5)),
-      unique_rows(r, 16, 6),
-      ints_as_floats(r, (6, 5)),
-    ),
+    _scatter_args((16, 5), 6),
     (P("x"), P(), P()),
     P("x"),
     diff_argnums=(0, 2),
@@ -315,17 +314,13 @@ LAYOUTS = [
     lambda d: jaxops.strided_slice(
       d, [0, 1], [0, 10], [1, 2], begin_mask=[1, 0], end_mask=[1, 0]
     ),
-    lambda r: (ints_as_floats(r, (16, 12)),),
-    (P("x"),),
-    P("x"),
+    *_row_sharded((16, 12)),
   ),
   Layout(
     "strided_slice/stride_divides_shard_of_sharded_dim",
     # [1::2] of 32 rows in blocks of 4: each block keeps its own rows.
     lambda d: jaxops.strided_slice(d, [1], [0], [2], end_mask=[1]),
-    lambda r: (ints_as_floats(r, (32, 4)),),
-    (P("x"),),
-    P("x"),
+    *_row_sharded((32, 4)),
   ),
   Layout(
     "strided_slice/shrink_reverse_2d_mesh",
@@ -340,7 +335,7 @@ LAYOUTS = [
       shrink_axis_mask=[1, 0, 0],
       ellipsis_mask=[0, 1, 0],
     ),
-    lambda r: (ints_as_floats(r, (4, 8, 6, 3)),),
+    _one_array((4, 8, 6, 3)),
     (P(None, "batch", "model"),),
     P("batch", "model"),
     mesh="batch,model",
@@ -356,15 +351,13 @@ LAYOUTS = [
       end_mask=[1, 0, 0],
       new_axis_mask=[0, 1, 0],
     ),
-    lambda r: (ints_as_floats(r, (16, 6)),),
-    (P("x"),),
-    P("x"),
+    *_row_sharded((16, 6)),
   ),
   # ---- layouts that need communication -----------------------------------
   Layout(
     "gather_nd/table_sharded_on_indexed_dim",
     _gather_nd(0),
-    lambda r: (ints_as_floats(r, (16, 5)), gen.random_indices(r, (16,), (7,))),
+    _gather_args((16, 5), (16,), (7,)),
     (P("x"), P()),
     None,
     collectives=("all-reduce",),
@@ -372,66 +365,61 @@ LAYOUTS = [
   Layout(
     "gather_elements/sharded_on_axis",
     _gather_elements(0),
-    lambda r: (ints_as_floats(r, (16, 8)), gen.random_indices(r, 16, (5, 8))),
+    _gather_args((16, 8), 16, (5, 8)),
     (P("x"), P()),
     None,
     collectives=("all-reduce",),
   ),
-  Layout(
-    "scatter_nd_update/indices_and_updates_sharded",
-    _scatter,
-    _scatter_args,
-    (P("x"), P("x"), P("x")),
-    None,
-    # On CPU, XLA's serial scatter: repeated rows need nothing more.
-    collectives=("all-gather",),
-  ),
-  Layout(
-    "scatter_nd_update/indices_and_updates_sharded_constructed",
-    _scatter_constructed,
-    _scatter_args,
-    (P("x"), P("x"), P("x")),
-    None,
-    # Every other platform's path: the winner table all-reduces (a table
-    # this small has no order test in front, which would compare
-    # neighbours across the shard boundary).
-    collectives=("all-gather", "all-reduce"),
-  ),
-  Layout(
-    "scatter_nd_update/indices_and_updates_sharded_unique",
-    lambda d, i, u: jaxops.scatter_nd_update(d, i, u, unique_indices=True),
-    _scatter_args,
-    (P("x"), P("x"), P("x")),
-    None,
-    collectives=("all-gather",),
-  ),
-  Layout(
-    "strided_slice/offset_slice_of_sharded_dim",
-    lambda d: jaxops.strided_slice(d, [2], [18], [1]),
-    lambda r: (ints_as_floats(r, (32, 4)),),
-    (P("x"),),
-    None,
-    collectives=("collective-permute",),
-  ),
-  Layout(
-    "strided_slice/reverse_of_sharded_dim",
-    lambda d: jaxops.strided_slice(
-      d, [0], [0], [-1], begin_mask=[1], end_mask=[1]
-    ),
-    lambda r: (ints_as_floats(r, (32, 4)),),
-    (P("x"),),
-    None,
-    collectives=("collective-permute",),
-  ),
-  Layout(
-    "strided_slice/uneven_slice_of_sharded_dim",
-    # 28 rows do not split into 8 blocks: the result is replicated.
-    lambda d: jaxops.strided_slice(d, [4], [32], [1]),
-    lambda r: (ints_as_floats(r, (32, 4)),),
-    (P("x"),),
-    None,
-    collectives=("all-gather", "collective-permute"),
-  ),
+  *[
+    Layout(
+      f"scatter_nd_update/indices_and_updates_sharded{variant}",
+      fn,
+      _scatter_args((32, 5), 8),
+      (P("x"), P("x"), P("x")),
+      None,
+      collectives=found,
+    )
+    for variant, fn, found in [
+      # On CPU, XLA's serial scatter: repeated rows need nothing more.
+      ("", _scatter, ("all-gather",)),
+      # Every other platform's path: the winner table all-reduces (a table
+      # this small has no order test in front, which would compare
+      # neighbours across the shard boundary).
+      ("_constructed", _scatter_constructed, ("all-gather", "all-reduce")),
+      ("_unique", _scatter_unique, ("all-gather",)),
+    ]
+  ],
+  # Slices of 32 rows sharded on the sliced dim.
+  *[
+    Layout(
+      f"strided_slice/{name}",
+      fn,
+      _one_array((32, 4)),
+      (P("x"),),
+      None,
+      collectives=found,
+    )
+    for name, fn, found in [
+      (
+        "offset_slice_of_sharded_dim",
+        lambda d: jaxops.strided_slice(d, [2], [18], [1]),
+        ("collective-permute",),
+      ),
+      (
+        "reverse_of_sharded_dim",
+        lambda d: jaxops.strided_slice(
+          d, [0], [0], [-1], begin_mask=[1], end_mask=[1]
+        ),
+        ("collective-permute",),
+      ),
+      (
+        # 28 rows do not split into 8 blocks: the result is replicated.
+        "uneven_slice_of_sharded_dim",
+        lambda d: jaxops.strided_slice(d, [4], [32], [1]),
+        ("all-gather", "collective-permute"),
+      ),
+    ]
+  ],
 ]
 
 
@@ -475,7 +463,8 @@ def _vocab_parallel_update(table_block, ids, new_rows):
 
 @dataclasses.dataclass(frozen=True)
 class ShardMapCase:
-  """`block_fn` under shard_map must equal `global_fn` on the whole arrays.
+  """`block_fn` under shard_map must equal `global_fn` on the whole arrays
+  (`whole_fn`, or `block_fn` itself where it is the operator).
 
   `collectives` are the ones the compiled shard_map program must contain
   (exactly); `grad_argnums` the arguments whose gradients must be equal.
@@ -483,7 +472,6 @@ class ShardMapCase:
 
   name: str
   block_fn: Callable[..., jax.Array]
-  global_fn: Callable[..., jax.Array]
   make_args: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
   in_specs: tuple[P, ...]
   out_spec: P
@@ -493,6 +481,11 @@ class ShardMapCase:
   # Also run at the lowest declared jax (.ci/run): shard_map's types of
   # custom primitives' results changed between versions (`_common.vary_alike`).
   lowest_versions: bool = False
+  whole_fn: Callable[..., jax.Array] | None = None
+
+  @property
+  def global_fn(self) -> Callable[..., jax.Array]:
+    return self.block_fn if self.whole_fn is None else self.whole_fn
 
   def partitioned(self, mesh: Mesh) -> Callable[..., jax.Array]:
     return jax.shard_map(
@@ -537,47 +530,26 @@ def _ascending_segments(r):
   )
 
 
-def _strided_slice_rows(d):
-  return jaxops.strided_slice(
-    d, [0, -1], [0, 0], [1, -3], begin_mask=[1, 0], end_mask=[1, 1]
-  )
+def _blockwise(name: str, layout: str) -> ShardMapCase:
+  """The communication-free layout's call, arrays and shardings, the
+  operator run on each device's blocks."""
+  (of,) = [case for case in LAYOUTS if case.name == layout]
+  return ShardMapCase(name, of.fn, of.make_args, of.in_specs, of.out_spec)
 
 
 SHARD_MAP_CASES = [
-  ShardMapCase(
-    "shard_map/gather_nd_batch_dims1",
-    _gather_nd(1),
-    _gather_nd(1),
-    lambda r: (
-      ints_as_floats(r, (16, 6, 5)),
-      gen.random_indices(r, (6,), (16, 3)),
-    ),
-    (P("x"), P("x")),
-    P("x"),
+  _blockwise(
+    "shard_map/gather_nd_batch_dims1", "gather_nd/batch_dims1_sharded_batch"
   ),
-  ShardMapCase(
-    "shard_map/gather_elements_axis1",
-    _gather_elements(1),
-    _gather_elements(1),
-    lambda r: (ints_as_floats(r, (16, 6)), gen.random_indices(r, 6, (16, 9))),
-    (P("x"), P("x")),
-    P("x"),
+  _blockwise(
+    "shard_map/gather_elements_axis1", "gather_elements/axis1_sharded_dim0"
   ),
-  ShardMapCase(
+  _blockwise(
     "shard_map/scatter_nd_update_trailing",
-    _scatter,
-    _scatter,
-    lambda r: (
-      ints_as_floats(r, (6, 5, 16)),
-      unique_rows(r, 6, 3),
-      ints_as_floats(r, (3, 5, 16)),
-    ),
-    (P(None, None, "x"), P(), P(None, None, "x")),
-    P(None, None, "x"),
+    "scatter_nd_update/slices_sharded_trailing",
   ),
   ShardMapCase(
     "shard_map/scatter_nd_sum_trailing",
-    _scatter_sum,
     _scatter_sum,
     lambda r: (
       ints_as_floats(r, (6, 16)),
@@ -589,60 +561,45 @@ SHARD_MAP_CASES = [
     grad_argnums=(0, 2),
     lowest_versions=True,
   ),
-  ShardMapCase(
-    "shard_map/segment_sums_ascending",
-    _segment_sums,
-    _segment_sums,
-    _ascending_segments,
-    (P("x"), P("x"), P("x")),
-    P("x"),
-    grad_argnums=(0, 2),
-    lowest_versions=True,
-  ),
   *[
     ShardMapCase(
-      f"shard_map/segment_{reduction}_no_init",
-      _segment_reduce(reduction),
-      _segment_reduce(reduction),
-      _small_segments,
+      f"shard_map/segment_{name}",
+      fn,
+      make_args,
       (P("x"), P("x"), P("x")),
       P("x"),
       grad_argnums=(0, 2),
       lowest_versions=True,
     )
-    for reduction in ("prod", "mean")
+    for name, fn, make_args in [
+      ("sums_ascending", _segment_sums, _ascending_segments),
+      ("prod_no_init", _segment_reduce("prod"), _small_segments),
+      ("mean_no_init", _segment_reduce("mean"), _small_segments),
+    ]
   ],
   ShardMapCase(
     "shard_map/strided_slice_rows",
-    _strided_slice_rows,
-    _strided_slice_rows,
-    lambda r: (ints_as_floats(r, (16, 10)),),
-    (P("x"),),
-    P("x"),
+    lambda d: jaxops.strided_slice(
+      d, [0, -1], [0, 0], [1, -3], begin_mask=[1, 0], end_mask=[1, 1]
+    ),
+    *_row_sharded((16, 10)),
   ),
   ShardMapCase(
     "shard_map/vocab_parallel_lookup",
     _vocab_parallel_lookup,
-    _gather_nd(0),
-    lambda r: (
-      ints_as_floats(r, (32, 5)),
-      gen.random_indices(r, (32,), (12,), negative=False),
-    ),
+    _gather_args((32, 5), (32,), (12,), negative=False),
     (P("x"), P()),
     P(),
     collectives=("all-reduce",),
+    whole_fn=_gather_nd(0),
   ),
   ShardMapCase(
     "shard_map/vocab_parallel_update",
     _vocab_parallel_update,
-    _scatter,
-    lambda r: (
-      ints_as_floats(r, (32, 5)),
-      unique_rows(r, 32, 9),
-      ints_as_floats(r, (9, 5)),
-    ),
+    _scatter_args((32, 5), 9),
     (P("x"), P(), P()),
     P("x"),
+    whole_fn=_scatter,
   ),
 ]
 

@@ -211,138 +211,123 @@ def test_strides_default_to_ones():
 
 
 # ---------------------------------------------------------------------------
-# Trace-time errors: (data shape, args, kwargs, exception, message regex).
+# Trace-time errors: (data shape, attributes, exception, message regex), data
+# of shape (4, 3) and ValueError unless a row says otherwise.
+
+
+def _rejected(
+  begin, end, strides=None, *, match, shape=(4, 3), exc=ValueError, **masks
+):
+  """A BAD_INPUTS row: data shape, attributes, exception, message regex."""
+  attrs = {"begin": begin, "end": end}
+  if strides is not None:
+    attrs["strides"] = strides
+  return shape, attrs | masks, exc, match
+
 
 BAD_INPUTS = {
-  "zero_stride": (
-    (4, 3),
-    ([0, 0], [2, 2], [1, 0]),
-    {},
-    ValueError,
-    r"^strides\[1\]=0: a stride must be nonzero",
+  "zero_stride": _rejected(
+    [0, 0], [2, 2], [1, 0], match=r"^strides\[1\]=0: a stride must be nonzero"
   ),
-  "two_ellipses": (
-    (4, 3),
-    ([0, 0], [1, 1]),
-    dict(ellipsis_mask=[1, 1]),
-    ValueError,
-    r"at most one bit, got bits at positions "
-    r"\[0, 1\]",
+  "two_ellipses": _rejected(
+    [0, 0],
+    [1, 1],
+    ellipsis_mask=[1, 1],
+    match=r"at most one bit, got bits at positions \[0, 1\]",
   ),
-  "two_ellipses_bitfield": (
-    (4, 3),
-    ([0, 0, 0], [1, 1, 1]),
-    dict(ellipsis_mask=5),
-    ValueError,
-    r"positions \[0, 2\]",
+  "two_ellipses_bitfield": _rejected(
+    [0, 0, 0], [1, 1, 1], ellipsis_mask=5, match=r"positions \[0, 2\]"
   ),
-  "length_mismatch": (
-    (4, 3),
-    ([0, 0], [1], [1, 1]),
-    {},
-    ValueError,
-    r"one length M, got len\(begin\)=2, len\(end\)=1, "
+  "length_mismatch": _rejected(
+    [0, 0],
+    [1],
+    [1, 1],
+    match=r"one length M, got len\(begin\)=2, len\(end\)=1, "
     r"len\(strides\)=2",
   ),
-  "strides_length": (
-    (4, 3),
-    ([0], [1], [1, 1]),
-    {},
-    ValueError,
-    r"len\(strides\)=2",
+  "strides_length": _rejected([0], [1], [1, 1], match=r"len\(strides\)=2"),
+  "too_many_dims": _rejected(
+    [0, 0, 0],
+    [1, 1, 1],
+    match=r"names 3 dims of data .* rank 2 \(data shape \(4, 3\)\)",
   ),
-  "too_many_dims": (
-    (4, 3),
-    ([0, 0, 0], [1, 1, 1]),
-    {},
-    ValueError,
-    r"names 3 dims of data .* rank 2 \(data shape \(4, 3\)\)",
+  "too_many_dims_with_shrink": _rejected(
+    [0, 0, 0],
+    [1, 1, 1],
+    shape=(4,),
+    shrink_axis_mask=[1, 1],
+    new_axis_mask=[0, 0, 1],
+    match=r"names 2 dims .* rank 1",
   ),
-  "too_many_dims_with_shrink": (
-    (4,),
-    ([0, 0, 0], [1, 1, 1]),
-    dict(shrink_axis_mask=[1, 1], new_axis_mask=[0, 0, 1]),
-    ValueError,
-    r"names 2 dims .* rank 1",
-  ),
-  "shrink_begin_too_big": (
-    (4, 3),
-    ([0, 3], [0, 0]),
-    dict(shrink_axis_mask=[0, 1]),
-    ValueError,
-    r"shrink_axis_mask\[1\] .* begin\[1\]=3, out of "
+  "shrink_begin_too_big": _rejected(
+    [0, 3],
+    [0, 0],
+    shrink_axis_mask=[0, 1],
+    match=r"shrink_axis_mask\[1\] .* begin\[1\]=3, out of "
     r"range for data dim 1 of size 3 \(valid: \[-3, 2\]",
   ),
-  "shrink_begin_too_negative": (
-    (4,),
-    ([-5], [0]),
-    dict(shrink_axis_mask=[1]),
-    ValueError,
-    r"begin\[0\]=-5, out of range .* size 4",
+  "shrink_begin_too_negative": _rejected(
+    [-5],
+    [0],
+    shape=(4,),
+    shrink_axis_mask=[1],
+    match=r"begin\[0\]=-5, out of range .* size 4",
   ),
-  "shrink_empty_dim": (
-    (0, 2),
-    ([0], [0]),
-    dict(shrink_axis_mask=[1]),
-    ValueError,
-    r"of size 0",
+  "shrink_empty_dim": _rejected(
+    [0], [0], shape=(0, 2), shrink_axis_mask=[1], match=r"of size 0"
   ),
-  "float_begin": (
-    (4,),
-    ([0.5], [2]),
-    {},
-    TypeError,
-    r"begin\[0\] must be an int, got float 0.5",
+  "float_begin": _rejected(
+    [0.5],
+    [2],
+    shape=(4,),
+    exc=TypeError,
+    match=r"begin\[0\] must be an int, got float 0.5",
   ),
-  "float_array_end": (
-    (4,),
-    ([0], np.array([2.0])),
-    {},
-    TypeError,
-    r"end must hold integers, got dtype float64",
+  "float_array_end": _rejected(
+    [0],
+    np.array([2.0]),
+    shape=(4,),
+    exc=TypeError,
+    match=r"end must hold integers, got dtype float64",
   ),
-  "2d_begin": (
-    (4,),
-    (np.zeros((1, 1), np.int64), [2]),
-    {},
-    ValueError,
-    r"begin must be 1-D, got an array of shape \(1, 1\)",
+  "2d_begin": _rejected(
+    np.zeros((1, 1), np.int64),
+    [2],
+    shape=(4,),
+    match=r"begin must be 1-D, got an array of shape \(1, 1\)",
   ),
-  "string_strides": (
-    (4,),
-    ([0], [2], "1"),
-    {},
-    TypeError,
-    r"strides must be a sequence of ints",
+  "string_strides": _rejected(
+    [0],
+    [2],
+    "1",
+    shape=(4,),
+    exc=TypeError,
+    match=r"strides must be a sequence of ints",
   ),
-  "mask_entry_2": (
-    (4, 3),
-    ([0, 0], [1, 1]),
-    dict(begin_mask=[0, 2]),
-    ValueError,
-    r"begin_mask\[1\]=2 must be 0 or 1",
+  "mask_entry_2": _rejected(
+    [0, 0], [1, 1], begin_mask=[0, 2], match=r"begin_mask\[1\]=2 must be 0 or 1"
   ),
-  "mask_entry_negative": (
-    (4,),
-    ([0], [1]),
-    dict(end_mask=[-1]),
-    ValueError,
-    r"end_mask\[0\]=-1 must be 0 or 1",
+  "mask_entry_negative": _rejected(
+    [0],
+    [1],
+    shape=(4,),
+    end_mask=[-1],
+    match=r"end_mask\[0\]=-1 must be 0 or 1",
   ),
-  "negative_bitfield": (
-    (4,),
-    ([0], [1]),
-    dict(new_axis_mask=-1),
-    ValueError,
-    r"new_axis_mask=-1 as an int bitfield "
-    r"must be >= 0",
+  "negative_bitfield": _rejected(
+    [0],
+    [1],
+    shape=(4,),
+    new_axis_mask=-1,
+    match=r"new_axis_mask=-1 as an int bitfield must be >= 0",
   ),
-  "float_mask": (
-    (4,),
-    ([0], [1]),
-    dict(shrink_axis_mask=[0.0]),
-    TypeError,
-    r"shrink_axis_mask\[0\] must be an int",
+  "float_mask": _rejected(
+    [0],
+    [1],
+    shape=(4,),
+    exc=TypeError,
+    shrink_axis_mask=[0.0],
+    match=r"shrink_axis_mask\[0\] must be an int",
   ),
 }
 
@@ -357,7 +342,7 @@ def test_bad_data_raises_with_message(name):
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_input_raises_with_message(name):
-  shape, args, kwargs, exc, pattern = BAD_INPUTS[name]
+  shape, attrs, exc, pattern = BAD_INPUTS[name]
   rejections.assert_rejected(
     "StridedSlice-1",
     exc,
@@ -365,7 +350,7 @@ def test_bad_input_raises_with_message(name):
     operator=ss,
     shape_rule=shapes.strided_slice,
     arrays=((shape, np.float32),),
-    attrs=dict(zip(("begin", "end", "strides"), args)) | kwargs,
+    attrs=attrs,
   )
 
 
@@ -457,18 +442,24 @@ def test_zero_size(shape, args, kwargs, index):
 # ---------------------------------------------------------------------------
 # Lowering: slice/rev/reshape forward, pad backward, never gather or scatter.
 
-LOWERING_SPECS = [
-  Spec((6, 5, 4), (0, -1, 1), (6, 0, 3), (2, -2, 1)),
-  Spec(
-    (6, 5, 4),
-    (1, 0, 0, 2),
+
+def _every_mask(data_shape, last_begin):
+  """x[1, np.newaxis, ..., last_begin::-1]: each mask kind in one spec."""
+  return Spec(
+    data_shape,
+    (1, 0, 0, last_begin),
     (0, 0, 0, 0),
     (1, 1, 1, -1),
     end_mask=(0, 0, 0, 1),
     new_axis_mask=(0, 1),
     shrink_axis_mask=(1,),
     ellipsis_mask=(0, 0, 1),
-  ),
+  )
+
+
+LOWERING_SPECS = [
+  Spec((6, 5, 4), (0, -1, 1), (6, 0, 3), (2, -2, 1)),
+  _every_mask((6, 5, 4), 2),
   Spec((6, 5, 4), (-1,), (-20,), (-3,)),
 ]
 
@@ -526,16 +517,7 @@ TRANSFORM_SPECS = [
     begin_mask=(0, 0, 1),
     end_mask=(0, 1),
   ),
-  Spec(
-    (5, 4, 3),
-    (1, 0, 0, -1),
-    (0, 0, 0, 0),
-    (1, 1, 1, -1),
-    end_mask=(0, 0, 0, 1),
-    new_axis_mask=(0, 1),
-    shrink_axis_mask=(1,),
-    ellipsis_mask=(0, 0, 1),
-  ),
+  _every_mask((5, 4, 3), -1),
   Spec(
     (5, 4, 3),
     (0, 2),

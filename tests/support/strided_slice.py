@@ -73,6 +73,27 @@ class Example:
 _D12 = (10,) * 12
 _D10 = (10,) * 10
 
+
+def _with_stand_in(
+  big: Example,
+  data_shape: tuple[int, ...],
+  out_shape: tuple[int, ...],
+  numpy_index: Callable[[np.ndarray], np.ndarray],
+) -> list[Example]:
+  """`big` (data too big to build) and its spec on smaller `data_shape`,
+  named `<big's name less its rank>_small`."""
+  return [
+    big,
+    Example(
+      big.name.rsplit("_", 1)[0] + "_small",
+      dataclasses.replace(big.spec, data_shape=data_shape),
+      out_shape,
+      numpy_index,
+      f"stand-in for {big.name}",
+    ),
+  ]
+
+
 SPEC_EXAMPLES = [
   Example(
     "basic_6d",
@@ -146,103 +167,70 @@ SPEC_EXAMPLES = [
     lambda x: x[0:1, 0, 0:384, 0:640, 0:8],
     "erratum 7: end[1]=0 == begin is not needed; end is ignored",
   ),
-  Example(
-    "ellipsis_12d",
-    Spec(
-      _D12,
-      (0, 0, 0),
-      (4, 0, 5),
-      (1, -1, 1),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 1, 0),
+  *_with_stand_in(
+    Example(
+      "ellipsis_12d",
+      Spec(
+        _D12,
+        (0, 0, 0),
+        (4, 0, 5),
+        (1, -1, 1),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 1, 0),
+      ),
+      (4,) + (10,) * 10 + (5,),
+      None,
+      "erratum 5: the text says 10-D but lists 12 dims",
     ),
-    (4,) + (10,) * 10 + (5,),
-    None,
-    "erratum 5: the text says 10-D but lists 12 dims",
-  ),
-  Example(
-    "ellipsis_small",
-    Spec(
-      (6, 2, 3, 2, 7),
-      (0, 0, 0),
-      (4, 0, 5),
-      (1, -1, 1),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 0, 0),
-      (0, 1, 0),
-    ),
+    (6, 2, 3, 2, 7),
     (4, 2, 3, 2, 5),
     lambda x: x[0:4, ..., 0:5],
-    "stand-in for ellipsis_12d",
   ),
-  Example(
-    "ellipsis_new_axis_12d",
-    Spec(
-      _D12,
-      (2, 1, 10, 10),
-      (123, 1, 10, 5),
-      (1, -1, 1, 1),
-      begin_mask=(0, 0, 1, 1),
-      end_mask=(1, 1, 0, 0),
-      new_axis_mask=(0, 0, 1),
-      shrink_axis_mask=(0,),
-      ellipsis_mask=(0, 1),
+  *_with_stand_in(
+    Example(
+      "ellipsis_new_axis_12d",
+      Spec(
+        _D12,
+        (2, 1, 10, 10),
+        (123, 1, 10, 5),
+        (1, -1, 1, 1),
+        begin_mask=(0, 0, 1, 1),
+        end_mask=(1, 1, 0, 0),
+        new_axis_mask=(0, 0, 1),
+        shrink_axis_mask=(0,),
+        ellipsis_mask=(0, 1),
+      ),
+      (8,) + (10,) * 10 + (1, 5),
+      None,
+      "erratum 5: masks of different lengths (zero-extended); the ellipsis "
+      "covers 12 - (4 - 1 - 1) = 10 dims, the output has rank 13",
     ),
-    (8,) + (10,) * 10 + (1, 5),
-    None,
-    "erratum 5: masks of different lengths (zero-extended); the ellipsis "
-    "covers 12 - (4 - 1 - 1) = 10 dims, the output has rank 13",
-  ),
-  Example(
-    "ellipsis_new_axis_small",
-    Spec(
-      (12, 2, 3, 7),
-      (2, 1, 10, 10),
-      (123, 1, 10, 5),
-      (1, -1, 1, 1),
-      begin_mask=(0, 0, 1, 1),
-      end_mask=(1, 1, 0, 0),
-      new_axis_mask=(0, 0, 1),
-      shrink_axis_mask=(0,),
-      ellipsis_mask=(0, 1),
-    ),
+    (12, 2, 3, 7),
     (10, 2, 3, 1, 5),
     lambda x: x[2:, ..., np.newaxis, :5],
-    "stand-in for ellipsis_new_axis_12d",
   ),
-  Example(
-    "first_and_last_10d",
-    Spec(
-      _D10,
-      (0, 0, 0),
-      (0, 0, 0),
-      (1, 1, 1),
-      shrink_axis_mask=(1, 0, 1),
-      ellipsis_mask=(0, 1, 0),
+  *_with_stand_in(
+    Example(
+      "first_and_last_10d",
+      Spec(
+        _D10,
+        (0, 0, 0),
+        (0, 0, 0),
+        (1, 1, 1),
+        shrink_axis_mask=(1, 0, 1),
+        ellipsis_mask=(0, 1, 0),
+      ),
+      (10,) * 8,
+      None,
+      "the prose's [0, ..., 0] on 10-D (erratum 9: its spelled-out form has "
+      "one colon too many)",
     ),
-    (10,) * 8,
-    None,
-    "the prose's [0, ..., 0] on 10-D (erratum 9: its spelled-out form has "
-    "one colon too many)",
-  ),
-  Example(
-    "first_and_last_small",
-    Spec(
-      (3, 2, 4, 5),
-      (0, 0, 0),
-      (0, 0, 0),
-      (1, 1, 1),
-      shrink_axis_mask=(1, 0, 1),
-      ellipsis_mask=(0, 1, 0),
-    ),
+    (3, 2, 4, 5),
     (2, 4),
     lambda x: x[0, ..., 0],
-    "stand-in for first_and_last_10d",
   ),
   Example(
     "begin_below_minus_size_reverse",
