@@ -24,7 +24,7 @@ from jaxops import shapes
 from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
-from tests.support.strided_slice import SPEC_EXAMPLES, Spec
+from tests.support.strided_slice import SPEC_EXAMPLES, Spec, every_mask
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
@@ -443,23 +443,9 @@ def test_zero_size(shape, args, kwargs, index):
 # Lowering: slice/rev/reshape forward, pad backward, never gather or scatter.
 
 
-def _every_mask(data_shape, last_begin):
-  """x[1, np.newaxis, ..., last_begin::-1]: each mask kind in one spec."""
-  return Spec(
-    data_shape,
-    (1, 0, 0, last_begin),
-    (0, 0, 0, 0),
-    (1, 1, 1, -1),
-    end_mask=(0, 0, 0, 1),
-    new_axis_mask=(0, 1),
-    shrink_axis_mask=(1,),
-    ellipsis_mask=(0, 0, 1),
-  )
-
-
 LOWERING_SPECS = [
   Spec((6, 5, 4), (0, -1, 1), (6, 0, 3), (2, -2, 1)),
-  _every_mask((6, 5, 4), 2),
+  every_mask((6, 5, 4), 2),
   Spec((6, 5, 4), (-1,), (-20,), (-3,)),
 ]
 
@@ -517,7 +503,7 @@ TRANSFORM_SPECS = [
     begin_mask=(0, 0, 1),
     end_mask=(0, 1),
   ),
-  _every_mask((5, 4, 3), -1),
+  every_mask((5, 4, 3), -1),
   Spec(
     (5, 4, 3),
     (0, 2),

@@ -23,6 +23,7 @@ from jax.test_util import check_grads
 import jaxops
 from tests.support import generators as gen
 from tests.support.asserts import assert_same
+from tests.support.strided_slice import every_mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,12 @@ def _strided_slice_case(name, data_shape, begin, end, strides, **masks):
   )
 
 
+def _strided_slice_spec_case(name, spec):
+  return _strided_slice_case(
+    name, spec.data_shape, spec.begin, spec.end, **spec.kwargs()
+  )
+
+
 def _gather_case(
   name, data_shape, indices_shape, axis, batch_dims, out_of_range=True, **attrs
 ):
@@ -197,16 +204,8 @@ CASES = [
     begin_mask=(0, 0, 1),
     end_mask=(0, 1),
   ),
-  _strided_slice_case(
-    "new_axis_shrink_ellipsis",
-    (5, 4, 3),
-    (1, 0, 0, -1),
-    (0, 0, 0, 0),
-    (1, 1, 1, -1),
-    end_mask=(0, 0, 0, 1),
-    new_axis_mask=(0, 1),
-    shrink_axis_mask=(1,),
-    ellipsis_mask=(0, 0, 1),
+  _strided_slice_spec_case(
+    "new_axis_shrink_ellipsis", every_mask((5, 4, 3), -1)
   ),
   _strided_slice_case(
     "reverse_clamp_bitfields",

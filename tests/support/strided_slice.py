@@ -59,6 +59,20 @@ class Spec:
     return self.strides if self.strides is not None else (1,) * len(self.begin)
 
 
+def every_mask(data_shape: tuple[int, ...], last_begin: int) -> Spec:
+  """x[1, np.newaxis, ..., last_begin::-1]: each mask kind in one spec."""
+  return Spec(
+    data_shape,
+    (1, 0, 0, last_begin),
+    (0, 0, 0, 0),
+    (1, 1, 1, -1),
+    end_mask=(0, 0, 0, 1),
+    new_axis_mask=(0, 1),
+    shrink_axis_mask=(1,),
+    ellipsis_mask=(0, 0, 1),
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
   name: str
