@@ -529,13 +529,9 @@ def test_out_of_range_clip(name):
   assert_same(out, OOB_DATA[:, [clipped]], name)
 
 
-@pytest.mark.parametrize("mode", checks.MODES)
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_VALUES,
-    ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
-  ),
+@checks.checkify_cases(
+  OOB_VALUES,
+  ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
 )
 def test_checkify_reports_out_of_range(mode, name):
   _, dtype = OOB_VALUES[name]
@@ -573,17 +569,8 @@ VMAP_CONFIGS = {
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, a, b, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(3)
-  data = gen.random_values(rng, data_shape, np.float32)
-  size = checks.one_slice_shape(data_shape, in_axes[0])[a]
-  if out_of_range:
-    indices = gen.half_out_of_range(rng, size, indices_shape)
-  else:
-    indices = gen.random_indices(rng, size, indices_shape)
-  checks.assert_vmap_equals_loop(
-    GATHER, data, indices, (a, b), in_axes, out_axes, out_of_range, name
-  )
+  row = VMAP_CONFIGS[name]
+  checks.assert_vmap_equals_loop(GATHER, row, out_of_range, name, seed=3)
 
 
 def test_vmap_of_vmap():
@@ -616,11 +603,8 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, a, b = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(4)
-  data = rng.standard_normal(data_shape)
-  indices = gen.half_out_of_range(rng, data_shape[a], indices_shape)
-  checks.check_derivatives(GATHER, data, indices, (a, b))
+  row = GRAD_CONFIGS[name]
+  checks.check_derivatives(GATHER, row, seed=4, out_of_range=True)
 
 
 def test_grad_counts_duplicates_and_ignores_out_of_range():

@@ -411,13 +411,9 @@ def test_eager_index_error_message():
     jaxops.gather_elements(OOB_DATA, _oob_indices("uint64_2pow63_plus_2"), 1)
 
 
-@pytest.mark.parametrize("mode", checks.MODES)
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_VALUES,
-    ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
-  ),
+@checks.checkify_cases(
+  OOB_VALUES,
+  ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
 )
 def test_checkify_reports_out_of_range(mode, name):
   valid = _oob_indices(name)
@@ -443,22 +439,9 @@ VMAP_CONFIGS = {
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, axis, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(7)
-  data = gen.random_values(rng, data_shape, np.float32)
-  size = checks.one_slice_shape(data_shape, in_axes[0])[axis]
-  indices = gen.random_indices(rng, size, indices_shape)
-  if out_of_range:
-    indices = gen.half_out_of_range(rng, size, indices_shape)
+  row = VMAP_CONFIGS[name]
   checks.assert_vmap_equals_loop(
-    GATHER_ELEMENTS,
-    data,
-    indices,
-    (axis,),
-    in_axes,
-    out_axes,
-    out_of_range,
-    name,
+    GATHER_ELEMENTS, row, out_of_range, name, seed=7
   )
 
 
@@ -475,11 +458,7 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, axis = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(8)
-  data = rng.standard_normal(data_shape)
-  indices = gen.random_indices(rng, data_shape[axis], indices_shape)
-  checks.check_derivatives(GATHER_ELEMENTS, data, indices, (axis,))
+  checks.check_derivatives(GATHER_ELEMENTS, GRAD_CONFIGS[name], seed=8)
 
 
 def test_grad_ignores_out_of_range():

@@ -465,18 +465,14 @@ def test_eager_index_error_message():
     jaxops.gather_nd(jnp.asarray(OOB_DATA), jnp.array([[-3, 0]]))
 
 
-@pytest.mark.parametrize("mode", checks.MODES)
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_TUPLES,
-    [
-      "past_end_dim0",
-      "below_minus_size",
-      "int64_2pow32_plus_1",
-      "uint64_2pow63_plus_1",
-    ],
-  ),
+@checks.checkify_cases(
+  OOB_TUPLES,
+  [
+    "past_end_dim0",
+    "below_minus_size",
+    "int64_2pow32_plus_1",
+    "uint64_2pow63_plus_1",
+  ],
 )
 def test_checkify_reports_out_of_range(mode, name):
   values, dtype = OOB_TUPLES[name]
@@ -494,7 +490,8 @@ def test_checkify_reports_out_of_range(mode, name):
 # vmap equals a Python loop; every combination of mapped arguments.
 
 VMAP_CONFIGS = {
-  # name: (data shape, indices shape, batch_dims, in_axes, out_axes)
+  # name: (data shape, indices shape, batch_dims, in_axes, out_axes); the
+  # last axis of indices (the tuples) is never the mapped one.
   "data_only_axis1": ((3, 5, 2), (4, 1), 0, (1, None), 0),
   "indices_only_axis1": ((3, 4), (2, 5, 2), 0, (None, 1), 0),
   "indices_only_middle_axis": ((3, 4), (2, 5, 3, 1), 0, (None, 1), 1),
@@ -509,37 +506,8 @@ VMAP_CONFIGS = {
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(3)
-  data = gen.random_values(rng, data_shape, np.float32)
-  n = (
-    data_shape[in_axes[0]]
-    if in_axes[0] is not None
-    else indices_shape[in_axes[1]]
-  )
-  # Valid indices for one (unmapped) data slice; the last axis of indices is
-  # never the mapped one in these configs, so k is indices_shape[-1].
-  inner_data_shape = checks.one_slice_shape(data_shape, in_axes[0])
-  k = indices_shape[-1]
-  inner_lead = (
-    indices_shape[:-1]
-    if in_axes[1] is None
-    else tuple(d for j, d in enumerate(indices_shape[:-1]) if j != in_axes[1])
-  )
-  indices = gen.random_indices(
-    rng, inner_data_shape[b : b + k], (n,) + inner_lead
-  )
-  if in_axes[1] is None:
-    indices = indices[0]
-  else:
-    indices = np.moveaxis(indices, 0, in_axes[1])
-  assert indices.shape == indices_shape, indices.shape
-  if out_of_range:
-    sizes = inner_data_shape[b : b + k]
-    indices = gen.half_out_of_range(rng, sizes, indices_shape)
-  checks.assert_vmap_equals_loop(
-    GATHER_ND, data, indices, (b,), in_axes, out_axes, out_of_range, name
-  )
+  row = VMAP_CONFIGS[name]
+  checks.assert_vmap_equals_loop(GATHER_ND, row, out_of_range, name, seed=3)
 
 
 # ---------------------------------------------------------------------------
@@ -556,12 +524,7 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, b = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(4)
-  data = rng.standard_normal(data_shape)
-  k = indices_shape[-1]
-  indices = gen.random_indices(rng, data_shape[b : b + k], indices_shape[:-1])
-  checks.check_derivatives(GATHER_ND, data, indices, (b,))
+  checks.check_derivatives(GATHER_ND, GRAD_CONFIGS[name], seed=4)
 
 
 def test_grad_counts_duplicates_and_ignores_out_of_range():

@@ -27,6 +27,7 @@ from jax.test_util import check_grads
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
 
@@ -38,12 +39,29 @@ class Operator:
   shape_rule: Callable[..., Any]
   reference: Callable[..., np.ndarray]  # with `fill=None`, out of range raises
   attrs: tuple[str, ...]  # the static arguments after data and indices
-  fill: Any  # what float data reads out of range by default
-  eager_raises: bool  # concrete out-of-range indices raise eagerly
+  # The sizes of the dims indices index, of (data shape, indices shape,
+  # *attrs): an int, or a tuple for the last axis of indices.
+  indexed_sizes: Callable[..., Any]
+  # Gather-8 reads zeros out of range, eagerly too; the others raise for
+  # concrete out-of-range indices and read NaN (float data) where traced.
+  reads_zeros: bool = False
+
+  @property
+  def fill(self) -> float:
+    """What float data reads out of range by default."""
+    return 0.0 if self.reads_zeros else np.nan
 
   def jitted(self, *attrs: Any, **options: Any) -> Callable[..., Any]:
     """The operator of (data, indices) under `jax.jit`, `attrs` static."""
     return jax.jit(lambda d, i: self.function(d, i, *attrs, **options))
+
+
+def _axis_size(data_shape, indices_shape, axis, *batch_dims):
+  return data_shape[axis]
+
+
+def _tuple_sizes(data_shape, indices_shape, batch_dims):
+  return tuple(data_shape[batch_dims : batch_dims + indices_shape[-1]])
 
 
 GATHER = Operator(
@@ -52,8 +70,8 @@ GATHER = Operator(
   shapes.gather,
   gs.np_gather,
   ("axis", "batch_dims"),
-  fill=0,
-  eager_raises=False,
+  _axis_size,
+  reads_zeros=True,
 )
 GATHER_ND = Operator(
   "GatherND-8",
@@ -61,8 +79,7 @@ GATHER_ND = Operator(
   shapes.gather_nd,
   gs.np_gather_nd,
   ("batch_dims",),
-  fill=np.nan,
-  eager_raises=True,
+  _tuple_sizes,
 )
 GATHER_ELEMENTS = Operator(
   "GatherElements-13",
@@ -70,16 +87,24 @@ GATHER_ELEMENTS = Operator(
   shapes.gather_elements,
   gs.np_gather_elements,
   ("axis",),
-  fill=np.nan,
-  eager_raises=True,
+  _axis_size,
 )
-
-# The index modes every gather takes.
-MODES = ("fill", "clip", "promise_in_bounds")
 
 
 # ---------------------------------------------------------------------------
 # Values.
+
+
+def random_indices(
+  operator: Operator, rng, data_shape, indices_shape, attrs, out_of_range=False
+) -> np.ndarray:
+  """Indices of `indices_shape` for data of `data_shape`: valid, or (with
+  `out_of_range`) about half of them out of range on either side."""
+  sizes = operator.indexed_sizes(data_shape, indices_shape, *attrs)
+  if out_of_range:
+    return gen.half_out_of_range(rng, sizes, indices_shape)
+  lead = indices_shape if np.ndim(sizes) == 0 else indices_shape[:-1]
+  return gen.random_indices(rng, sizes, lead)
 
 
 def assert_gathers(
@@ -289,6 +314,21 @@ def assert_bad_call(operator: Operator, row) -> None:
 # Out-of-range indices, transformations and derivatives.
 
 
+def checkify_cases(out_of_range_values: dict, names):
+  """Parametrizes a checkify test by every index mode (`mode`) and by the
+  rows `names` of an operator's table of out-of-range values (`name`; the
+  64-bit ones with x64 only)."""
+
+  def parametrize(test):
+    rows = gs.wide_only_in_x64(out_of_range_values, names)
+    test = pytest.mark.parametrize("name", rows)(test)
+    return pytest.mark.parametrize(
+      "mode", ("fill", "clip", "promise_in_bounds")
+    )(test)
+
+  return parametrize
+
+
 def assert_checkify_reports(
   operator: Operator, mode, attrs, data, bad, good, expected
 ) -> None:
@@ -314,19 +354,21 @@ def one_slice_shape(shape, mapped_axis):
 
 
 def assert_vmap_equals_loop(
-  operator: Operator,
-  data,
-  indices,
-  attrs,
-  in_axes,
-  out_axes,
-  out_of_range,
-  context,
+  operator: Operator, row, out_of_range: bool, context: str, seed: int
 ) -> None:
-  """`jax.vmap` of the operator equals the reference on each slice, stacked
-  along `out_axes`; slices `out_of_range` read the operator's fill, and where
-  its indices are unmapped (concrete) an eager call of an operator that
-  raises eagerly raises instead."""
+  """A vmap row `(data shape, indices shape, *attrs, in_axes, out_axes)`:
+  `jax.vmap` of the operator equals the reference on each slice, stacked
+  along `out_axes`, with random float32 data and indices valid for one slice
+  (`out_of_range`: about half out of range, reading the operator's fill;
+  where the indices are unmapped, so concrete, an operator that does not
+  read zeros raises in an eager call instead)."""
+  data_shape, indices_shape, *attrs, in_axes, out_axes = row
+  rng = np.random.default_rng(seed)
+  data = gen.random_values(rng, data_shape, np.float32)
+  slice_shape = one_slice_shape(data_shape, in_axes[0])
+  indices = random_indices(
+    operator, rng, slice_shape, indices_shape, attrs, out_of_range
+  )
   data_axis, indices_axis = in_axes
   n = (
     data.shape[data_axis]
@@ -350,7 +392,7 @@ def assert_vmap_equals_loop(
   vmapped = jax.vmap(
     lambda d, i: operator.function(d, i, *attrs), in_axes, out_axes
   )
-  raises = operator.eager_raises and out_of_range and indices_axis is None
+  raises = not operator.reads_zeros and out_of_range and indices_axis is None
   gs.assert_vmapped(
     vmapped,
     (data, indices),
@@ -360,9 +402,19 @@ def assert_vmap_equals_loop(
   )
 
 
-def check_derivatives(operator: Operator, data, indices, attrs) -> None:
-  """Forward and reverse derivatives to second order against finite
-  differences, jitted, with respect to data."""
+def check_derivatives(
+  operator: Operator, row, seed: int, out_of_range=False
+) -> None:
+  """A row `(data shape, indices shape, *attrs)`: forward and reverse
+  derivatives to second order with respect to random float64 data, jitted,
+  against finite differences (indices valid, or with `out_of_range` about
+  half out of range)."""
+  data_shape, indices_shape, *attrs = row
+  rng = np.random.default_rng(seed)
+  data = rng.standard_normal(data_shape)
+  indices = random_indices(
+    operator, rng, data_shape, indices_shape, attrs, out_of_range
+  )
   check_grads(
     jax.jit(lambda d: operator.function(d, indices, *attrs)),
     (data,),
