@@ -11,26 +11,24 @@ from __future__ import annotations
 
 import itertools
 
-import hypothesis
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 from jax.experimental import checkify
-from jax.test_util import check_grads
 
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
 from tests.support import rejections
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
-
-OP = "Gather-8"
 
 # ---------------------------------------------------------------------------
 # The seven examples of the OpenVINO Gather-8 specification, verbatim:
@@ -78,16 +76,8 @@ SPEC_EXAMPLES = {
 @pytest.mark.parametrize("name", SPEC_EXAMPLES)
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_spec_example(name, index_dtype):
-  data, indices, axis, batch_dims, expected = SPEC_EXAMPLES[name]
-  data = np.asarray(data, np.int32)
-  indices = np.asarray(indices, index_dtype)
-  expected = np.asarray(expected, np.int32)
-  assert_same(jaxops.gather(data, indices, axis, batch_dims), expected, name)
-  jitted = jax.jit(jaxops.gather, static_argnums=(2, 3))
-  assert_same(jitted(data, indices, axis, batch_dims), expected, name)
-  shape = shapes.gather(data.shape, indices.shape, axis, batch_dims)
-  assert shape == expected.shape
-  assert_same(gs.np_gather(data, indices, axis, batch_dims), expected, name)
+  example = SPEC_EXAMPLES[name]
+  checks.assert_spec_example(GATHER, example, np.int32, index_dtype, name)
 
 
 def test_ir_layer_example_shape():
@@ -240,84 +230,26 @@ BAD_SHAPES = {
 }
 
 
-def _rejected(name, **checked):
-  data_shape, indices_shape, axis, batch_dims, exc, regex = BAD_SHAPES[name]
-  rejections.assert_rejected(
-    OP,
-    exc,
-    regex,
-    arrays=((data_shape, np.float32), (indices_shape, np.int32)),
-    attrs={"axis": axis, "batch_dims": batch_dims},
-    **checked,
-  )
-
-
 @pytest.mark.parametrize("name", BAD_SHAPES)
 def test_shape_rule_rejects(name):
-  _rejected(name, shape_rule=shapes.gather)
+  checks.assert_shape_rule_rejects(GATHER, BAD_SHAPES[name])
 
 
-# No array has a negative dim.
-@pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
+@pytest.mark.parametrize("name", checks.array_shapes(BAD_SHAPES))
 def test_operator_rejects(name):
-  _rejected(name, operator=jaxops.gather)
+  checks.assert_operator_rejects(GATHER, BAD_SHAPES[name])
 
 
-_I = np.zeros((2,), np.int32)
-BAD_CALLS = {
-  "float_indices": (
-    lambda: jaxops.gather(np.zeros((2, 3)), np.zeros((2,))),
-    TypeError,
-    r"indices must have an integer dtype, got float64 \(indices shape "
-    r"\(2,\)\)",
-  ),
-  "bool_indices": (
-    lambda: jaxops.gather(np.zeros((2, 3)), np.zeros((2,), bool)),
-    TypeError,
-    r"indices must have an integer dtype, got bool",
-  ),
-  "float_list_indices": (
-    lambda: jaxops.gather(np.zeros((2, 3)), [0.5]),
-    TypeError,
-    r"indices must have an integer dtype, got float64",
-  ),
-  "traced_float_indices": (
-    lambda: jax.jit(jaxops.gather)(
-      np.zeros((2, 3)), jnp.zeros((2,), jnp.float32)
-    ),
-    TypeError,
-    r"indices must have an integer dtype, got float32",
-  ),
-  "traced_axis": (
-    lambda: jax.jit(jaxops.gather)(np.zeros((2, 3)), _I, 1),
-    TypeError,
-    r"axis must be a static Python int, got a traced value",
-  ),
-  "traced_batch_dims": (
-    lambda: jax.jit(jaxops.gather)(np.zeros((2, 3)), _I, 1, 1),
-    TypeError,
-    r"batch_dims must be a static Python int, got a traced value",
-  ),
-  "unknown_mode": (
-    lambda: jaxops.gather(np.zeros((2, 3)), _I, mode="wrap"),
+BAD_CALLS = checks.bad_calls(GATHER, (2,))
+BAD_CALLS |= {
+  "ragged_traced_index_list": (
+    lambda: jax.jit(lambda i: jaxops.gather(np.zeros(3), [[i], [i, i]]))(0),
     ValueError,
-    r"mode='wrap' must be one of \('fill', 'clip', 'promise_in_bounds'\)",
-  ),
-  "array_fill_value": (
-    lambda: jaxops.gather(np.zeros((2, 3)), _I, fill_value=np.zeros(2)),
-    TypeError,
-    r"fill_value must be a scalar, got an array of shape \(2,\)",
-  ),
-  "traced_fill_value": (
-    lambda: jax.jit(
-      lambda f: jaxops.gather(np.zeros((2, 3)), _I, fill_value=f)
-    )(1.0),
-    TypeError,
-    r"fill_value must be a static scalar, got a traced value",
+    rejections.ragged("indices").removeprefix("^"),
   ),
   "clip_on_empty_axis": (
     lambda: jax.jit(lambda d, i: jaxops.gather(d, i, mode="clip"))(
-      np.zeros((0, 3)), _I
+      np.zeros((0, 3)), np.zeros((2,), np.int32)
     ),
     IndexError,
     r"cannot gather along axis=0 of size 0 \(data shape \(0, 3\)\): every "
@@ -339,53 +271,9 @@ BAD_CALLS = {
 }
 
 
-# Bad input a demanding new user tries: what is not an array, ragged index
-# lists (also of traced values), fill values data cannot hold, index lists
-# no int64 array holds.
-BAD_CALLS |= {
-  f"data_{name}": (
-    lambda value=value: jaxops.gather(value, [0]),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (value, exc, regex) in rejections.BAD_DATA.items()
-}
-BAD_CALLS |= {
-  "ragged_index_list": (
-    lambda: jaxops.gather(np.zeros(3), rejections.RAGGED_LIST),
-    ValueError,
-    rejections.ragged("indices").removeprefix("^"),
-  ),
-  "ragged_traced_index_list": (
-    lambda: jax.jit(lambda i: jaxops.gather(np.zeros(3), [[i], [i, i]]))(0),
-    ValueError,
-    rejections.ragged("indices").removeprefix("^"),
-  ),
-}
-BAD_CALLS |= {
-  f"fill_value_{name}": (
-    lambda dtype=dtype, fill=fill: jaxops.gather(
-      np.zeros((2, 3), dtype), np.array([1]), fill_value=fill
-    ),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
-}
-BAD_CALLS |= {
-  f"index_list_{name}": (
-    lambda indices=indices: jaxops.gather(np.zeros((2, 3)), indices),
-    IndexError,
-    regex.removeprefix("^"),
-  )
-  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
-}
-
-
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
-  call, exc, regex = BAD_CALLS[name]
-  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
+  checks.assert_bad_call(GATHER, BAD_CALLS[name])
 
 
 # ---------------------------------------------------------------------------
@@ -393,38 +281,32 @@ def test_bad_call(name):
 # negative axes, batch_dims and indices, in range and half out of range.
 
 
-def _all_configs():
-  for r in range(1, 6):
-    for b in range(min(r - 1, 3) + 1):
-      for a in range(b, r):
-        for q in range(b, b + 3):
-          yield r, q, a, b
-
-
-ALL_CONFIGS = list(_all_configs())
+# (data rank, indices rank, axis, batch_dims) by name.
+ALL_CONFIGS = {
+  f"r{r}_q{q}_axis{a}_b{b}": (r, q, a, b)
+  for r in range(1, 6)
+  for b in range(min(r - 1, 3) + 1)
+  for a in range(b, r)
+  for q in range(b, b + 3)
+}
 
 
 @pytest.mark.exhaustive(default=4)
-@pytest.mark.parametrize(
-  "r,q,a,b",
-  ALL_CONFIGS,
-  ids=[f"r{r}_q{q}_axis{a}_b{b}" for r, q, a, b in ALL_CONFIGS],
-)
-@pytest.mark.covering_modes
-def test_every_axis_and_batch_dims(r, q, a, b):
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_every_axis_and_batch_dims(name):
+  r, q, a, b = ALL_CONFIGS[name]
   rng = np.random.default_rng([r, q, a, b])
-  data_shape = tuple(int(d) for d in rng.integers(2, 4, size=r))
-  lead = data_shape[:b] + tuple(int(d) for d in rng.integers(1, 4, size=q - b))
+  data_shape = gs.random_dims(rng, r, 2, 4)
+  indices_shape = data_shape[:b] + gs.random_dims(rng, q - b, 1, 4)
   data = gen.random_values(rng, data_shape, np.float32)
-  indices = gen.half_out_of_range(rng, data_shape[a], lead)
+  indices = gen.half_out_of_range(rng, data_shape[a], indices_shape)
   expected = gs.np_gather(data, indices, a, b)
-  context = f"data {data_shape} indices {indices.shape} axis={a} b={b}"
   # Eager with positive attributes, jit with negative ones where they exist.
-  assert_same(jaxops.gather(data, indices, a, b), expected, context)
+  assert_same(jaxops.gather(data, indices, a, b), expected, name)
   # Counted from rank(indices), where the range allows.
   neg_b = b - q if -min(r, q) <= b - q < 0 else b
   fn = jax.jit(lambda d, i: jaxops.gather(d, i, a - r, neg_b))
-  assert_same(fn(data, indices), expected, context)
+  assert_same(fn(data, indices), expected, name)
   assert shapes.gather(data_shape, indices.shape, a - r, neg_b) == (
     expected.shape
   )
@@ -480,17 +362,7 @@ ZERO_SIZE = {
 
 @pytest.mark.parametrize("name", ZERO_SIZE)
 def test_zero_size(name):
-  data_shape, indices_shape, a, b, out_shape = ZERO_SIZE[name]
-  data = np.arange(np.prod(data_shape), dtype=np.float64).reshape(data_shape)
-  indices = np.zeros(indices_shape, np.int64)
-  expected = gs.np_gather(data, indices, a, b)
-  assert expected.shape == out_shape
-  assert shapes.gather(data_shape, indices_shape, a, b) == out_shape
-  assert_same(jaxops.gather(data, indices, a, b), expected, name)
-  fn = jax.jit(jaxops.gather, static_argnums=(2, 3))
-  assert_same(fn(data, indices, a, b), expected, name)
-  grad = jax.grad(lambda d: jaxops.gather(d, indices, a, b).sum())(data)
-  assert_same(grad, np.zeros(data_shape), name)
+  checks.assert_zero_size(GATHER, ZERO_SIZE[name], name)
 
 
 # ---------------------------------------------------------------------------
@@ -657,26 +529,16 @@ def test_out_of_range_clip(name):
   assert_same(out, OOB_DATA[:, [clipped]], name)
 
 
-@pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_VALUES,
-    ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
-  ),
+@checks.checkify_cases(
+  OOB_VALUES,
+  ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
 )
-@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
-  fn = jax.jit(lambda d, i: jaxops.gather(d, i, 1, mode=mode))
-  checked = checkify.checkify(fn, errors=checkify.index_checks)
-  err, _ = checked(OOB_DATA, _oob_indices(name))
-  assert err.get() is not None and "out-of-bounds" in err.get(), err.get()
-  with pytest.raises(checkify.JaxRuntimeError, match="out of bounds"):
-    err.throw()
   _, dtype = OOB_VALUES[name]
-  err, out = checked(OOB_DATA, np.array([1, 2], dtype))
-  assert err.get() is None
-  assert_same(out, OOB_DATA[:, [1, 2]])
+  good, expected = np.array([1, 2], dtype), OOB_DATA[:, [1, 2]]
+  checks.assert_checkify_reports(
+    GATHER, mode, (1,), OOB_DATA, _oob_indices(name), good, expected
+  )
 
 
 def test_checkify_reports_batched_out_of_range():
@@ -706,39 +568,9 @@ VMAP_CONFIGS = {
 
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
-@pytest.mark.covering_modes
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, a, b, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(3)
-  data = gen.random_values(rng, data_shape, np.float32)
-  inner_data_shape = (
-    data_shape
-    if in_axes[0] is None
-    else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
-  )
-  size = inner_data_shape[a]
-  if out_of_range:
-    indices = gen.half_out_of_range(rng, size, indices_shape)
-  else:
-    indices = gen.random_indices(rng, size, indices_shape)
-  n = (
-    data_shape[in_axes[0]]
-    if in_axes[0] is not None
-    else indices_shape[in_axes[1]]
-  )
-  vmapped = jax.vmap(lambda d, i: jaxops.gather(d, i, a, b), in_axes, out_axes)
-  loop = [
-    gs.np_gather(
-      data if in_axes[0] is None else np.take(data, j, in_axes[0]),
-      indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
-      a,
-      b,
-    )
-    for j in range(n)
-  ]
-  gs.assert_vmapped(
-    vmapped, (data, indices), np.stack(loop, axis=out_axes), name
-  )
+  row = VMAP_CONFIGS[name]
+  checks.assert_vmap_equals_loop(GATHER, row, out_of_range, name, seed=3)
 
 
 def test_vmap_of_vmap():
@@ -771,34 +603,16 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, a, b = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(4)
-  data = rng.standard_normal(data_shape)
-  indices = gen.half_out_of_range(rng, data_shape[a], indices_shape)
-  check_grads(
-    jax.jit(lambda d: jaxops.gather(d, indices, a, b)),
-    (data,),
-    order=2,
-    modes=["fwd", "rev"],
-  )
+  row = GRAD_CONFIGS[name]
+  checks.check_derivatives(GATHER, row, seed=4, out_of_range=True)
 
 
 def test_grad_counts_duplicates_and_ignores_out_of_range():
-  data = np.arange(6, dtype=np.float64).reshape(3, 2)
   # Row 0 twice, row 2 twice (once as -1), and two out-of-range indices.
   indices = np.array([0, 2, 0, 7, -1, -4])
-
-  @jax.jit
-  def loss(d, i):
-    return jaxops.gather(d, i, fill_value=100.0).sum()
-
-  grad = jax.grad(loss)(data, indices)
+  data = np.arange(6, dtype=np.float64).reshape(3, 2)
+  grad, tangent = checks.grad_and_tangent(GATHER, data, indices)
   assert_same(grad, np.array([[2.0, 2.0], [0.0, 0.0], [2.0, 2.0]]))
-  _, tangent = jax.jvp(
-    lambda d: jax.jit(jaxops.gather)(d, indices),
-    (data,),
-    (np.ones_like(data),),
-  )
   ones, zeros = [1.0, 1.0], [0.0, 0.0]
   assert_same(tangent, np.array([ones] * 3 + [zeros, ones, zeros]))
 
@@ -832,11 +646,10 @@ def test_integer_data_has_float0_tangent():
 # under jit.
 
 
-@hypothesis.settings(max_examples=15, deadline=None, derandomize=True)
-@hypothesis.given(
-  seed=st.integers(0, 2**32 - 1),
-  dtype=st.sampled_from([np.float32, np.int8, np.bool_, np.complex64]),
-  index_dtype=st.sampled_from([np.int32, np.int64, np.uint8, np.int16]),
+@checks.random_cases(
+  15,
+  [np.float32, np.int8, np.bool_, np.complex64],
+  [np.int32, np.int64, np.uint8, np.int16],
   out_of_range=st.booleans(),
 )
 def test_property_matches_numpy(seed, dtype, index_dtype, out_of_range):
@@ -848,12 +661,7 @@ def test_property_matches_numpy(seed, dtype, index_dtype, out_of_range):
     negative=signed,
     out_of_range=out_of_range and signed,
   )
-  expected = gs.np_gather(case.data, case.indices, case.axis, case.batch_dims)
-  got = jaxops.gather(case.data, case.indices, case.axis, case.batch_dims)
-  assert_same(got, expected, case.describe())
-  fn = jax.jit(jaxops.gather, static_argnums=(2, 3))
-  got = fn(case.data, case.indices, case.axis, case.batch_dims)
-  assert_same(got, expected, case.describe())
+  checks.assert_case_matches(GATHER, case, jit=True)
 
 
 def test_matches_jnp_take_in_range():

@@ -14,21 +14,17 @@ import functools
 import re
 import time
 
-import hypothesis
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import strategies as st
-from jax.experimental import checkify
-from jax.test_util import check_grads
 
 import jaxops
-from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
-from tests.support import rejections
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER_ELEMENTS
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
@@ -55,26 +51,14 @@ SPEC_EXAMPLES = {
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_spec_example(name, index_dtype):
   data, indices, axis, printed = SPEC_EXAMPLES[name]
-  data = np.asarray(data, np.float32)
-  indices = np.asarray(indices, index_dtype)
-  printed = np.asarray(printed, np.float32)
   if name.startswith("v11"):
     # Erratum: the output has indices' shape, not the printed one.
-    assert printed.shape == (1,) + indices.shape
-    expected = printed[0]
-  else:
-    expected = printed
-  out = jaxops.gather_elements(data, indices, axis)
-  assert out.shape == indices.shape
-  assert_same(out, expected, name)
-  assert_same(
-    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
-    expected,
-    name,
-  )
-  assert_same(gs.np_gather_elements(data, indices, axis), expected, name)
-  assert (
-    shapes.gather_elements(data.shape, indices.shape, axis) == indices.shape
+    assert np.shape(printed) == (1,) + np.shape(indices)
+    printed = printed[0]
+  assert np.shape(printed) == np.shape(indices)
+  example = (data, indices, axis, printed)
+  checks.assert_spec_example(
+    GATHER_ELEMENTS, example, np.float32, index_dtype, name
   )
 
 
@@ -92,7 +76,6 @@ def test_onnx_negative_indices_example():
 # Bad inputs: (data shape, indices shape, axis, exception, regex); each runs
 # through the shape rule and through the operator (via eval_shape).
 
-OP = "GatherElements-13"
 BAD_SHAPES = {
   "data_rank0": (
     (),
@@ -180,122 +163,36 @@ BAD_SHAPES = {
 }
 
 
-def _rejected(name, **checked):
-  data_shape, indices_shape, axis, exc, regex = BAD_SHAPES[name]
-  rejections.assert_rejected(
-    OP,
-    exc,
-    regex,
-    arrays=((data_shape, np.float32), (indices_shape, np.int32)),
-    attrs={"axis": axis},
-    **checked,
-  )
-
-
 @pytest.mark.parametrize("name", BAD_SHAPES)
 def test_shape_rule_rejects(name):
-  _rejected(name, shape_rule=shapes.gather_elements)
+  checks.assert_shape_rule_rejects(GATHER_ELEMENTS, BAD_SHAPES[name])
 
 
-# No array has a negative dim.
-@pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
+@pytest.mark.parametrize("name", checks.array_shapes(BAD_SHAPES))
 def test_operator_rejects(name):
-  _rejected(name, operator=jaxops.gather_elements)
+  checks.assert_operator_rejects(GATHER_ELEMENTS, BAD_SHAPES[name])
 
 
-BAD_CALLS = {
-  "float_indices": (
-    lambda: jaxops.gather_elements(np.zeros((2, 3)), np.zeros((2, 3))),
-    TypeError,
-    r"indices must have an integer dtype, got float64 "
-    r"\(indices shape \(2, 3\)\)",
-  ),
-  "bool_indices": (
-    lambda: jaxops.gather_elements(np.zeros(3), np.zeros(3, bool)),
-    TypeError,
-    r"indices must have an integer dtype, got bool",
-  ),
-  "traced_float_indices": (
-    lambda: jax.jit(jaxops.gather_elements)(
-      np.zeros((2, 3)), jnp.zeros((2, 3), jnp.float16)
-    ),
-    TypeError,
-    r"indices must have an integer dtype, got float16",
-  ),
-  "traced_axis": (
-    lambda: jax.jit(jaxops.gather_elements)(
-      np.zeros((2, 3)), np.zeros((2, 3), np.int32), 1
-    ),
-    TypeError,
-    r"axis must be a static Python int, got a traced value",
-  ),
-  "unknown_mode": (
-    lambda: jaxops.gather_elements(
-      np.zeros(3), np.zeros(3, np.int32), mode="drop"
-    ),
-    ValueError,
-    r"mode='drop' must be one of \('fill', 'clip', "
-    r"'promise_in_bounds'\)",
-  ),
-  "array_fill_value": (
-    lambda: jaxops.gather_elements(
-      np.zeros(3), np.zeros(3, np.int32), fill_value=[1.0, 2.0]
-    ),
-    TypeError,
-    r"fill_value must be a scalar, got an array of shape "
-    r"\(2,\)",
-  ),
-  "clip_on_empty_axis": (
-    lambda: jax.jit(lambda d, i: jaxops.gather_elements(d, i, 1, mode="clip"))(
-      np.zeros((2, 0)), np.zeros((2, 1), np.int32)
-    ),
-    IndexError,
-    r"cannot gather along axis=1 of size 0 \(data shape "
-    r"\(2, 0\)\)",
-  ),
-}
-
-
-# Bad input a demanding new user tries: what is not an array, ragged index
-# lists, fill values data cannot hold (every index in range, so no lowering
-# decides), index lists no int64 array holds.
-BAD_CALLS |= {
-  f"data_{name}": (
-    lambda value=value: jaxops.gather_elements(value, [[0]]),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (value, exc, regex) in rejections.BAD_DATA.items()
-}
-BAD_CALLS |= {
-  f"fill_value_{name}": (
-    lambda dtype=dtype, fill=fill: jaxops.gather_elements(
-      np.zeros((2, 3), dtype), np.array([[1, 0, 1]]), fill_value=fill
-    ),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
-}
-BAD_CALLS["ragged_index_list"] = (
-  lambda: jaxops.gather_elements(np.zeros((2, 1)), rejections.RAGGED_LIST),
-  ValueError,
-  rejections.ragged("indices").removeprefix("^"),
+# Other bad values than the other gathers try, for variety.
+BAD_CALLS = checks.bad_calls(
+  GATHER_ELEMENTS,
+  (2, 3),
+  float_dtype=jnp.float16,
+  mode="drop",
+  fill_value=[1.0, 2.0],
 )
-BAD_CALLS |= {
-  f"index_list_{name}": (
-    lambda indices=indices: jaxops.gather_elements(np.zeros((2, 1)), indices),
-    IndexError,
-    regex.removeprefix("^"),
-  )
-  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
-}
+BAD_CALLS["clip_on_empty_axis"] = (
+  lambda: jax.jit(lambda d, i: jaxops.gather_elements(d, i, 1, mode="clip"))(
+    np.zeros((2, 0)), np.zeros((2, 1), np.int32)
+  ),
+  IndexError,
+  r"cannot gather along axis=1 of size 0 \(data shape \(2, 0\)\)",
+)
 
 
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
-  call, exc, regex = BAD_CALLS[name]
-  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
+  checks.assert_bad_call(GATHER_ELEMENTS, BAD_CALLS[name])
 
 
 # ---------------------------------------------------------------------------
@@ -347,21 +244,9 @@ def test_smaller_indices_dims(name):
   data = gen.random_values(rng, data_shape, np.float32)
   indices = gen.random_indices(rng, data_shape[axis], indices_shape)
   expected = gs.np_gather_elements(data, indices, axis)
-  assert (
-    shapes.gather_elements(data_shape, indices_shape, axis) == indices_shape
-  )
-  assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  assert_same(
-    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
-    expected,
-    name,
-  )
-  grad = jax.grad(lambda d: jaxops.gather_elements(d, indices, axis).sum())(
-    data.astype(np.float64)
-  )
-  assert_same(
-    grad, gs.read_counts(gs.np_gather_elements, data_shape, indices, axis), name
-  )
+  assert expected.shape == indices_shape
+  checks.assert_gathers(GATHER_ELEMENTS, data, indices, (axis,), expected, name)
+  checks.assert_grad_counts_reads(GATHER_ELEMENTS, data, indices, (axis,), name)
 
 
 # ---------------------------------------------------------------------------
@@ -408,50 +293,25 @@ def test_index_dtypes(index_dtype):
 
 
 # ---------------------------------------------------------------------------
-# Zero-size inputs: (data shape, indices shape, axis).
+# Zero-size inputs: (data shape, indices shape, axis, output shape).
 
 ZERO_SIZE = {
-  "empty_indices_on_axis": ((3, 4), (3, 0), 1),
-  "empty_indices_off_axis": ((3, 4), (0, 4), 1),
-  "empty_data_and_indices": ((0, 4), (0, 2), 1),
-  "empty_axis_no_indices": ((3, 0), (3, 0), 1),
-  "empty_other_dim": ((2, 0, 3), (5, 0, 3), 0),
+  "empty_indices_on_axis": ((3, 4), (3, 0), 1, (3, 0)),
+  "empty_indices_off_axis": ((3, 4), (0, 4), 1, (0, 4)),
+  "empty_data_and_indices": ((0, 4), (0, 2), 1, (0, 2)),
+  "empty_axis_no_indices": ((3, 0), (3, 0), 1, (3, 0)),
+  "empty_other_dim": ((2, 0, 3), (5, 0, 3), 0, (5, 0, 3)),
 }
 
 
 @pytest.mark.parametrize("name", ZERO_SIZE)
 def test_zero_size(name):
-  data_shape, indices_shape, axis = ZERO_SIZE[name]
-  data = np.arange(np.prod(data_shape), dtype=np.float64).reshape(data_shape)
-  indices = np.zeros(indices_shape, np.int32)
-  expected = np.zeros(indices_shape, np.float64)
-  assert (
-    shapes.gather_elements(data_shape, indices_shape, axis) == indices_shape
-  )
-  assert_same(jaxops.gather_elements(data, indices, axis), expected, name)
-  assert_same(
-    jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, axis),
-    expected,
-    name,
-  )
-  grad = jax.grad(lambda d: jaxops.gather_elements(d, indices, axis).sum())(
-    data
-  )
-  assert_same(grad, np.zeros(data_shape), name)
+  checks.assert_zero_size(GATHER_ELEMENTS, ZERO_SIZE[name], name)
 
 
 def test_zero_size_axis_with_indices():
   """Every index reads an empty axis: eager raises, jit fills."""
-  data = np.zeros((2, 0), np.float32)
-  indices = np.zeros((2, 3), np.int32)
-  with pytest.raises(
-    IndexError,
-    match=r"^GatherElements-13: indices\[0, 0\]"
-    r"=0 is out of range for a dim of size 0",
-  ):
-    jaxops.gather_elements(data, indices, 1)
-  out = jax.jit(jaxops.gather_elements, static_argnums=2)(data, indices, 1)
-  assert_same(out, np.full((2, 3), np.nan, np.float32))
+  checks.assert_reads_an_empty_dim(GATHER_ELEMENTS, (2, 0), (2, 3), (1,))
 
 
 # ---------------------------------------------------------------------------
@@ -476,14 +336,6 @@ OOB_VALUES = {
 }
 
 
-def _oob_fn(mode="fill", fill_value=None):
-  return jax.jit(
-    lambda d, i: jaxops.gather_elements(
-      d, i, 1, mode=mode, fill_value=fill_value
-    )
-  )
-
-
 def _oob_indices(name):
   value, dtype = OOB_VALUES[name]
   return np.array([[2, value], [0, 1]], dtype=dtype)
@@ -493,12 +345,12 @@ def _oob_indices(name):
 def test_out_of_range_fill_never_reads_data(name):
   indices = _oob_indices(name)
   assert_same(
-    _oob_fn()(OOB_DATA, indices),
+    GATHER_ELEMENTS.jitted(1)(OOB_DATA, indices),
     np.array([[3, np.nan], [4, 5]], np.float32),
     name,
   )
   assert_same(
-    _oob_fn(fill_value=np.float32(-7))(OOB_DATA, indices),
+    GATHER_ELEMENTS.jitted(1, fill_value=np.float32(-7))(OOB_DATA, indices),
     np.array([[3, -7], [4, 5]], np.float32),
     name,
   )
@@ -521,7 +373,7 @@ def test_out_of_range_clip(name):
   value, _ = OOB_VALUES[name]
   clipped = OOB_DATA[0, 2 if value > 0 else 0]
   assert_same(
-    _oob_fn("clip")(OOB_DATA, _oob_indices(name)),
+    GATHER_ELEMENTS.jitted(1, mode="clip")(OOB_DATA, _oob_indices(name)),
     np.array([[3, clipped], [4, 5]], np.float32),
     name,
   )
@@ -538,7 +390,8 @@ def test_out_of_range_clip(name):
   ],
 )
 def test_default_fill_values(dtype, fill):
-  out = _oob_fn()(np.zeros((2, 3), dtype), np.array([[0, 9], [0, 0]]))
+  fn = GATHER_ELEMENTS.jitted(1)
+  out = fn(np.zeros((2, 3), dtype), np.array([[0, 9], [0, 0]]))
   assert_same(out, np.array([[0, fill], [0, 0]], dtype))
 
 
@@ -558,26 +411,17 @@ def test_eager_index_error_message():
     jaxops.gather_elements(OOB_DATA, _oob_indices("uint64_2pow63_plus_2"), 1)
 
 
-@pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_VALUES,
-    ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
-  ),
+@checks.checkify_cases(
+  OOB_VALUES,
+  ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],
 )
-@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
-  checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
-  err, _ = checked(OOB_DATA, _oob_indices(name))
-  assert err.get() is not None and "out-of-bounds" in err.get(), err.get()
-  with pytest.raises(checkify.JaxRuntimeError, match="out of bounds"):
-    err.throw()
   valid = _oob_indices(name)
   valid[0, 1] = 1
-  err, out = checked(OOB_DATA, valid)
-  assert err.get() is None
-  assert_same(out, np.array([[3, 2], [4, 5]], np.float32))
+  expected = np.array([[3, 2], [4, 5]], np.float32)
+  checks.assert_checkify_reports(
+    GATHER_ELEMENTS, mode, (1,), OOB_DATA, _oob_indices(name), valid, expected
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -595,44 +439,9 @@ VMAP_CONFIGS = {
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, axis, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(7)
-  data = gen.random_values(rng, data_shape, np.float32)
-  n = (
-    data_shape[in_axes[0]]
-    if in_axes[0] is not None
-    else indices_shape[in_axes[1]]
-  )
-  inner_data_shape = (
-    data_shape
-    if in_axes[0] is None
-    else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
-  )
-  indices = gen.random_indices(rng, inner_data_shape[axis], indices_shape)
-  if out_of_range:
-    indices = gen.half_out_of_range(rng, inner_data_shape[axis], indices_shape)
-  vmapped = jax.vmap(
-    lambda d, i: jaxops.gather_elements(d, i, axis), in_axes, out_axes
-  )
-  expected = np.stack(
-    [
-      gs.np_gather_elements(
-        data if in_axes[0] is None else np.take(data, j, in_axes[0]),
-        indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
-        axis,
-        fill=np.nan if out_of_range else None,
-      )
-      for j in range(n)
-    ],
-    axis=out_axes,
-  )
-  concrete_oob = out_of_range and in_axes[1] is None
-  gs.assert_vmapped(
-    vmapped,
-    (data, indices),
-    expected,
-    name,
-    raises=r"^GatherElements-13: indices\[" if concrete_oob else "",
+  row = VMAP_CONFIGS[name]
+  checks.assert_vmap_equals_loop(
+    GATHER_ELEMENTS, row, out_of_range, name, seed=7
   )
 
 
@@ -649,27 +458,15 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, axis = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(8)
-  data = rng.standard_normal(data_shape)
-  indices = gen.random_indices(rng, data_shape[axis], indices_shape)
-  check_grads(
-    jax.jit(lambda d: jaxops.gather_elements(d, indices, axis)),
-    (data,),
-    order=2,
-    modes=["fwd", "rev"],
-  )
+  checks.check_derivatives(GATHER_ELEMENTS, GRAD_CONFIGS[name], seed=8)
 
 
 def test_grad_ignores_out_of_range():
   data = np.arange(6, dtype=np.float64).reshape(2, 3)
   indices = np.array([[0, 0, 5], [-1, 2, -9]])
-  loss = jax.jit(
-    lambda d, i: jaxops.gather_elements(d, i, 1, fill_value=100.0).sum()
-  )
-  assert_same(
-    jax.grad(loss)(data, indices), np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
-  )
+  grad, tangent = checks.grad_and_tangent(GATHER_ELEMENTS, data, indices, (1,))
+  assert_same(grad, np.array([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]]))
+  assert_same(tangent, np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]))
 
 
 # ---------------------------------------------------------------------------
@@ -712,11 +509,10 @@ def test_axis_8192_compiles_in_about_a_second():
 # Property test: random valid cases against NumPy.
 
 
-@hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
-@hypothesis.given(
-  seed=st.integers(0, 2**32 - 1),
-  dtype=st.sampled_from([np.float32, np.int16, np.bool_, np.complex128]),
-  index_dtype=st.sampled_from([np.int32, np.int64, np.uint16]),
+@checks.random_cases(
+  20,
+  [np.float32, np.int16, np.bool_, np.complex128],
+  [np.int32, np.int64, np.uint16],
 )
 def test_property_matches_numpy(seed, dtype, index_dtype):
   case = gs.random_gather_elements_case(
@@ -725,12 +521,7 @@ def test_property_matches_numpy(seed, dtype, index_dtype):
     index_dtypes=(index_dtype,),
     negative=np.issubdtype(index_dtype, np.signedinteger),
   )
-  expected = gs.np_gather_elements(case.data, case.indices, case.axis)
-  assert_same(
-    jaxops.gather_elements(case.data, case.indices, case.axis),
-    expected,
-    case.describe(),
-  )
+  checks.assert_case_matches(GATHER_ELEMENTS, case)
 
 
 # NumPy arrays have at most 64 dims; JAX's more, and so do the operators'

@@ -12,21 +12,18 @@ import functools
 import itertools
 import re
 
-import hypothesis
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import strategies as st
-from jax.experimental import checkify
-from jax.test_util import check_grads
 
 import jaxops
 from jaxops import shapes
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
-from tests.support import rejections
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER_ND
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
@@ -69,21 +66,8 @@ SPEC_EXAMPLES = {
 @pytest.mark.parametrize("name", SPEC_EXAMPLES)
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_spec_example(name, index_dtype):
-  data, indices, batch_dims, expected = SPEC_EXAMPLES[name]
-  data = np.asarray(data, np.int32)
-  indices = np.asarray(indices, index_dtype)
-  expected = np.asarray(expected, np.int32)
-  out = jaxops.gather_nd(data, indices, batch_dims)
-  assert_same(out, expected, name)
-  assert_same(
-    jax.jit(jaxops.gather_nd, static_argnums=2)(data, indices, batch_dims),
-    expected,
-    name,
-  )
-  assert (
-    shapes.gather_nd(data.shape, indices.shape, batch_dims) == expected.shape
-  )
-  assert_same(gs.np_gather_nd(data, indices, batch_dims), expected, name)
+  example = SPEC_EXAMPLES[name]
+  checks.assert_spec_example(GATHER_ND, example, np.int32, index_dtype, name)
 
 
 # The three IR <layer> examples: (data shape, indices shape, batch_dims, out).
@@ -116,7 +100,6 @@ def test_ir_layer_example_shapes(name):
 # Bad inputs: (data shape, indices shape, batch_dims, exception, regex). Each
 # runs through the shape rule and through the operator (via eval_shape).
 
-OP = "GatherND-8"
 BAD_SHAPES = {
   "data_rank0": (
     (),
@@ -220,137 +203,29 @@ BAD_SHAPES = {
 }
 
 
-def _rejected(name, **checked):
-  data_shape, indices_shape, batch_dims, exc, regex = BAD_SHAPES[name]
-  rejections.assert_rejected(
-    OP,
-    exc,
-    regex,
-    arrays=((data_shape, np.float32), (indices_shape, np.int32)),
-    attrs={"batch_dims": batch_dims},
-    **checked,
-  )
-
-
 @pytest.mark.parametrize("name", BAD_SHAPES)
 def test_shape_rule_rejects(name):
-  _rejected(name, shape_rule=shapes.gather_nd)
+  checks.assert_shape_rule_rejects(GATHER_ND, BAD_SHAPES[name])
 
 
-# No array has a negative dim.
-@pytest.mark.parametrize("name", [n for n in BAD_SHAPES if n != "negative_dim"])
+@pytest.mark.parametrize("name", checks.array_shapes(BAD_SHAPES))
 def test_operator_rejects(name):
-  _rejected(name, operator=jaxops.gather_nd)
+  checks.assert_operator_rejects(GATHER_ND, BAD_SHAPES[name])
 
 
-BAD_CALLS = {
-  "float_indices": (
-    lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1))),
-    TypeError,
-    r"indices must have an integer dtype, got float64 "
-    r"\(indices shape \(2, 1\)\)",
+BAD_CALLS = checks.bad_calls(GATHER_ND, (2, 1))
+BAD_CALLS["clip_on_empty_indexed_dim"] = (
+  lambda: jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode="clip"))(
+    np.zeros((0, 3)), np.zeros((2, 1), np.int32)
   ),
-  "bool_indices": (
-    lambda: jaxops.gather_nd(np.zeros((2, 3)), np.zeros((2, 1), bool)),
-    TypeError,
-    r"indices must have an integer dtype, got bool",
-  ),
-  "float_list_indices": (
-    lambda: jaxops.gather_nd(np.zeros((2, 3)), [[0.5]]),
-    TypeError,
-    r"indices must have an integer dtype, got float64",
-  ),
-  "traced_float_indices": (
-    lambda: jax.jit(jaxops.gather_nd)(
-      np.zeros((2, 3)), jnp.zeros((2, 1), jnp.float32)
-    ),
-    TypeError,
-    r"indices must have an integer dtype, got float32",
-  ),
-  "traced_batch_dims": (
-    lambda: jax.jit(jaxops.gather_nd)(
-      np.zeros((2, 3)), np.zeros((2, 1), np.int32), 1
-    ),
-    TypeError,
-    r"batch_dims must be a static Python int, got a traced "
-    r"value",
-  ),
-  "unknown_mode": (
-    lambda: jaxops.gather_nd(
-      np.zeros((2, 3)), np.zeros((2, 1), np.int32), mode="wrap"
-    ),
-    ValueError,
-    r"mode='wrap' must be one of \('fill', 'clip', "
-    r"'promise_in_bounds'\)",
-  ),
-  "array_fill_value": (
-    lambda: jaxops.gather_nd(
-      np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=np.zeros(2)
-    ),
-    TypeError,
-    r"fill_value must be a scalar, got an array of shape "
-    r"\(2,\)",
-  ),
-  "traced_fill_value": (
-    lambda: jax.jit(
-      lambda f: jaxops.gather_nd(
-        np.zeros((2, 3)), np.zeros((2, 1), np.int32), fill_value=f
-      )
-    )(1.0),
-    TypeError,
-    r"fill_value must be a static scalar, got a traced value",
-  ),
-  "clip_on_empty_indexed_dim": (
-    lambda: jax.jit(lambda d, i: jaxops.gather_nd(d, i, mode="clip"))(
-      np.zeros((0, 3)), np.zeros((2, 1), np.int32)
-    ),
-    IndexError,
-    r"cannot gather from data of shape \(0, 3\): an indexed "
-    r"dim has size 0",
-  ),
-}
-
-
-# Bad input a demanding new user tries: what is not an array, ragged index
-# lists, fill values data cannot hold (every index in range, so no lowering
-# decides), index lists no int64 array holds.
-BAD_CALLS |= {
-  f"data_{name}": (
-    lambda value=value: jaxops.gather_nd(value, [[0]]),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (value, exc, regex) in rejections.BAD_DATA.items()
-}
-BAD_CALLS |= {
-  f"fill_value_{name}": (
-    lambda dtype=dtype, fill=fill: jaxops.gather_nd(
-      np.zeros((2, 3), dtype), np.array([[1]]), fill_value=fill
-    ),
-    exc,
-    regex.removeprefix("^"),
-  )
-  for name, (dtype, fill, exc, regex) in rejections.BAD_FILL_VALUES.items()
-}
-BAD_CALLS["ragged_index_list"] = (
-  lambda: jaxops.gather_nd(np.zeros((2, 3)), rejections.RAGGED_LIST),
-  ValueError,
-  rejections.ragged("indices").removeprefix("^"),
+  IndexError,
+  r"cannot gather from data of shape \(0, 3\): an indexed dim has size 0",
 )
-BAD_CALLS |= {
-  f"index_list_{name}": (
-    lambda indices=indices: jaxops.gather_nd(np.zeros((2, 3)), indices),
-    IndexError,
-    regex.removeprefix("^"),
-  )
-  for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
-}
 
 
 @pytest.mark.parametrize("name", BAD_CALLS)
 def test_bad_call(name):
-  call, exc, regex = BAD_CALLS[name]
-  rejections.assert_rejected_call(OP, exc, "^" + regex, call)
+  checks.assert_bad_call(GATHER_ND, BAD_CALLS[name])
 
 
 # ---------------------------------------------------------------------------
@@ -358,36 +233,29 @@ def test_bad_call(name):
 # ranks 1-3, with negative indices.
 
 
-def _all_configs():
-  for r, q in itertools.product(range(1, 5), range(1, 4)):
-    for b in range(min(r, q)):
-      for k in range(r - b + 1):
-        yield r, q, b, k
-
-
-ALL_CONFIGS = list(_all_configs())
+# (data rank, indices rank, batch_dims, tuple length) by name.
+ALL_CONFIGS = {
+  f"r{r}_q{q}_b{b}_k{k}": (r, q, b, k)
+  for r, q in itertools.product(range(1, 5), range(1, 4))
+  for b in range(min(r, q))
+  for k in range(r - b + 1)
+}
 
 
 @pytest.mark.exhaustive(default=2)
-@pytest.mark.parametrize(
-  "r,q,b,k",
-  ALL_CONFIGS,
-  ids=[f"r{r}_q{q}_b{b}_k{k}" for r, q, b, k in ALL_CONFIGS],
-)
-@pytest.mark.covering_modes
-def test_every_batch_dims_and_tuple_length(r, q, b, k):
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_every_batch_dims_and_tuple_length(name):
+  r, q, b, k = ALL_CONFIGS[name]
   rng = np.random.default_rng([r, q, b, k])
-  data_shape = tuple(int(d) for d in rng.integers(2, 5, size=r))
-  lead = data_shape[:b] + tuple(
-    int(d) for d in rng.integers(1, 4, size=q - 1 - b)
-  )
+  data_shape = gs.random_dims(rng, r, 2, 5)
+  lead = data_shape[:b] + gs.random_dims(rng, q - 1 - b, 1, 4)
   data = gen.random_values(rng, data_shape, np.float32)
   indices = gen.random_indices(rng, data_shape[b : b + k], lead)
   expected = gs.np_gather_nd(data, indices, b)
-  context = f"data {data_shape} indices {indices.shape} batch_dims={b}"
   # Eager only: jit runs the same lax.gather (covered by the other tests).
-  assert_same(jaxops.gather_nd(data, indices, b), expected, context)
-  assert shapes.gather_nd(data_shape, indices.shape, b) == expected.shape
+  checks.assert_gathers(
+    GATHER_ND, data, indices, (b,), expected, name, jit=False
+  )
 
 
 def test_negative_indices_count_from_the_end():
@@ -457,50 +325,18 @@ ZERO_SIZE = {
 
 @pytest.mark.parametrize("name", ZERO_SIZE)
 def test_zero_size(name):
-  data_shape, indices_shape, batch_dims, out_shape = ZERO_SIZE[name]
-  data = np.arange(np.prod(data_shape), dtype=np.float64).reshape(data_shape)
-  indices = np.zeros(indices_shape, np.int64)
-  expected = gs.np_gather_nd(data, indices, batch_dims)
-  assert expected.shape == out_shape
-  assert shapes.gather_nd(data_shape, indices_shape, batch_dims) == out_shape
-  assert_same(jaxops.gather_nd(data, indices, batch_dims), expected, name)
-  assert_same(
-    jax.jit(jaxops.gather_nd, static_argnums=2)(data, indices, batch_dims),
-    expected,
-    name,
-  )
-  grad = jax.grad(lambda d: jaxops.gather_nd(d, indices, batch_dims).sum())(
-    data
-  )
-  assert_same(
-    grad, gs.read_counts(gs.np_gather_nd, data_shape, indices, batch_dims), name
-  )
+  checks.assert_zero_size(GATHER_ND, ZERO_SIZE[name], name)
 
 
 def test_zero_size_indexed_dim_with_tuples():
   """Every tuple indexes an empty dim: eager raises, jit fills."""
-  data = np.zeros((0, 3), np.float32)
-  indices = np.zeros((2, 1), np.int32)
-  with pytest.raises(
-    IndexError,
-    match=r"^GatherND-8: indices\[0, 0\]=0 is "
-    r"out of range for a dim of size 0",
-  ):
-    jaxops.gather_nd(data, indices)
-  out = jax.jit(jaxops.gather_nd)(data, indices)
-  assert_same(out, np.full((2, 3), np.nan, np.float32))
+  checks.assert_reads_an_empty_dim(GATHER_ND, (0, 3), (2, 1))
 
 
 # ---------------------------------------------------------------------------
 # Out-of-range indices.
 
 OOB_DATA = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
-
-
-def _oob_fn(mode="fill", fill_value=None):
-  return jax.jit(
-    lambda d, i: jaxops.gather_nd(d, i, mode=mode, fill_value=fill_value)
-  )
 
 
 # Index tuples into a (2, 3) array, one per row: in range, then out of range
@@ -530,9 +366,9 @@ def test_out_of_range_fill_never_reads_data(name):
   # The last tuple reads element (1, 2), as negative indices where possible.
   last = [-1, -1] if np.issubdtype(dtype, np.signedinteger) else [1, 2]
   indices = np.array([[1, 1], values, last], dtype=dtype)
-  out = _oob_fn()(OOB_DATA, indices)
+  out = GATHER_ND.jitted()(OOB_DATA, indices)
   assert_same(out, np.array([5, np.nan, 6], np.float32), name)
-  out = _oob_fn(fill_value=-7.0)(OOB_DATA, indices)
+  out = GATHER_ND.jitted(fill_value=-7.0)(OOB_DATA, indices)
   assert_same(out, np.array([5, -7, 6], np.float32), name)
   with pytest.raises(IndexError, match=r"^GatherND-8: indices\[1, \d\]="):
     jaxops.gather_nd(OOB_DATA, indices)
@@ -555,7 +391,7 @@ def test_out_of_range_clip(name):
   indices = np.array([values], dtype=dtype)
   clipped = tuple(min(max(v, 0), s - 1) for v, s in zip(values, (2, 3)))
   expected = OOB_DATA[clipped][None]
-  assert_same(_oob_fn("clip")(OOB_DATA, indices), expected, name)
+  assert_same(GATHER_ND.jitted(mode="clip")(OOB_DATA, indices), expected, name)
 
 
 # The fill-mode lowerings on CPU (docs/design.md#lowering-fill): one element
@@ -605,7 +441,7 @@ def test_fill_mode_matches_reference(name):
 )
 def test_default_fill_values(dtype, fill):
   data = np.zeros((2, 3), dtype)
-  out = _oob_fn()(data, np.array([[5, 0]]))
+  out = GATHER_ND.jitted()(data, np.array([[5, 0]]))
   assert_same(out, np.array([fill], dtype))
 
 
@@ -629,42 +465,33 @@ def test_eager_index_error_message():
     jaxops.gather_nd(jnp.asarray(OOB_DATA), jnp.array([[-3, 0]]))
 
 
-@pytest.mark.parametrize("mode", ["fill", "clip", "promise_in_bounds"])
-@pytest.mark.parametrize(
-  "name",
-  gs.wide_only_in_x64(
-    OOB_TUPLES,
-    [
-      "past_end_dim0",
-      "below_minus_size",
-      "int64_2pow32_plus_1",
-      "uint64_2pow63_plus_1",
-    ],
-  ),
+@checks.checkify_cases(
+  OOB_TUPLES,
+  [
+    "past_end_dim0",
+    "below_minus_size",
+    "int64_2pow32_plus_1",
+    "uint64_2pow63_plus_1",
+  ],
 )
-@pytest.mark.covering_modes
 def test_checkify_reports_out_of_range(mode, name):
   values, dtype = OOB_TUPLES[name]
-  checked = checkify.checkify(_oob_fn(mode), errors=checkify.index_checks)
-  err, _ = checked(OOB_DATA, np.array([[1, 1], values], dtype=dtype))
-  assert err.get() is not None and "out-of-bounds" in err.get(), err.get()
-  with pytest.raises(checkify.JaxRuntimeError, match="out of bounds"):
-    err.throw()
-  err, out = checked(
-    OOB_DATA,
-    np.array([[1, 1], [-1, 0]], dtype=dtype)
-    if np.issubdtype(dtype, np.signedinteger)
-    else np.array([[1, 1], [1, 0]], dtype=dtype),
+  bad = np.array([[1, 1], values], dtype=dtype)
+  # Tuple (1, 0), as a negative index where possible.
+  row = -1 if np.issubdtype(dtype, np.signedinteger) else 1
+  good = np.array([[1, 1], [row, 0]], dtype=dtype)
+  expected = np.array([5, 4], np.float32)
+  checks.assert_checkify_reports(
+    GATHER_ND, mode, (), OOB_DATA, bad, good, expected
   )
-  assert err.get() is None
-  assert_same(out, np.array([5, 4], np.float32))
 
 
 # ---------------------------------------------------------------------------
 # vmap equals a Python loop; every combination of mapped arguments.
 
 VMAP_CONFIGS = {
-  # name: (data shape, indices shape, batch_dims, in_axes, out_axes)
+  # name: (data shape, indices shape, batch_dims, in_axes, out_axes); the
+  # last axis of indices (the tuples) is never the mapped one.
   "data_only_axis1": ((3, 5, 2), (4, 1), 0, (1, None), 0),
   "indices_only_axis1": ((3, 4), (2, 5, 2), 0, (None, 1), 0),
   "indices_only_middle_axis": ((3, 4), (2, 5, 3, 1), 0, (None, 1), 1),
@@ -678,58 +505,9 @@ VMAP_CONFIGS = {
 
 @pytest.mark.parametrize("out_of_range", [False, True])
 @pytest.mark.parametrize("name", VMAP_CONFIGS)
-@pytest.mark.covering_modes
 def test_vmap_equals_loop(name, out_of_range):
-  data_shape, indices_shape, b, in_axes, out_axes = VMAP_CONFIGS[name]
-  rng = np.random.default_rng(3)
-  data = gen.random_values(rng, data_shape, np.float32)
-  n = (
-    data_shape[in_axes[0]]
-    if in_axes[0] is not None
-    else indices_shape[in_axes[1]]
-  )
-  # Valid indices for one (unmapped) data slice; the last axis of indices is
-  # never the mapped one in these configs, so k is indices_shape[-1].
-  inner_data_shape = (
-    data_shape
-    if in_axes[0] is None
-    else data_shape[: in_axes[0]] + data_shape[in_axes[0] + 1 :]
-  )
-  k = indices_shape[-1]
-  inner_lead = (
-    indices_shape[:-1]
-    if in_axes[1] is None
-    else tuple(d for j, d in enumerate(indices_shape[:-1]) if j != in_axes[1])
-  )
-  indices = gen.random_indices(
-    rng, inner_data_shape[b : b + k], (n,) + inner_lead
-  )
-  if in_axes[1] is None:
-    indices = indices[0]
-  else:
-    indices = np.moveaxis(indices, 0, in_axes[1])
-  assert indices.shape == indices_shape, indices.shape
-  if out_of_range:
-    sizes = inner_data_shape[b : b + k]
-    indices = gen.half_out_of_range(rng, sizes, indices_shape)
-  vmapped = jax.vmap(lambda d, i: jaxops.gather_nd(d, i, b), in_axes, out_axes)
-  loop = [
-    gs.np_gather_nd(
-      data if in_axes[0] is None else np.take(data, j, in_axes[0]),
-      indices if in_axes[1] is None else np.take(indices, j, in_axes[1]),
-      b,
-      fill=np.nan if out_of_range else None,
-    )
-    for j in range(n)
-  ]
-  concrete_oob = out_of_range and in_axes[1] is None
-  gs.assert_vmapped(
-    vmapped,
-    (data, indices),
-    np.stack(loop, axis=out_axes),
-    name,
-    raises=r"^GatherND-8: indices\[" if concrete_oob else "",
-  )
+  row = VMAP_CONFIGS[name]
+  checks.assert_vmap_equals_loop(GATHER_ND, row, out_of_range, name, seed=3)
 
 
 # ---------------------------------------------------------------------------
@@ -746,35 +524,15 @@ GRAD_CONFIGS = {
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):
-  data_shape, indices_shape, b = GRAD_CONFIGS[name]
-  rng = np.random.default_rng(4)
-  data = rng.standard_normal(data_shape)
-  k = indices_shape[-1]
-  indices = gen.random_indices(rng, data_shape[b : b + k], indices_shape[:-1])
-  check_grads(
-    jax.jit(lambda d: jaxops.gather_nd(d, indices, b)),
-    (data,),
-    order=2,
-    modes=["fwd", "rev"],
-  )
+  checks.check_derivatives(GATHER_ND, GRAD_CONFIGS[name], seed=4)
 
 
 def test_grad_counts_duplicates_and_ignores_out_of_range():
-  data = np.arange(6, dtype=np.float64).reshape(3, 2)
   # Row 0 twice, row 2 twice (once as -1), and one out-of-range tuple.
   indices = np.array([[0], [2], [0], [7], [-1]])
-
-  @jax.jit
-  def loss(d, i):
-    return jaxops.gather_nd(d, i, fill_value=100.0).sum()
-
-  grad = jax.grad(loss)(data, indices)
+  data = np.arange(6, dtype=np.float64).reshape(3, 2)
+  grad, tangent = checks.grad_and_tangent(GATHER_ND, data, indices)
   assert_same(grad, np.array([[2.0, 2.0], [0.0, 0.0], [2.0, 2.0]]))
-  _, tangent = jax.jvp(
-    lambda d: jax.jit(jaxops.gather_nd)(d, indices),
-    (data,),
-    (np.ones_like(data),),
-  )
   assert_same(tangent, np.array([[1.0, 1.0]] * 3 + [[0.0, 0.0]] + [[1.0, 1.0]]))
 
 
@@ -782,25 +540,17 @@ def test_grad_counts_duplicates_and_ignores_out_of_range():
 # Property test: random valid cases of every shape class against NumPy.
 
 
-@hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
-@hypothesis.given(
-  seed=st.integers(0, 2**32 - 1),
-  dtype=st.sampled_from([np.float32, np.int8, np.bool_, np.complex64]),
-  index_dtype=st.sampled_from([np.int32, np.int64, np.uint8]),
+@checks.random_cases(
+  20,
+  [np.float32, np.int8, np.bool_, np.complex64],
+  [np.int32, np.int64, np.uint8],
 )
 def test_property_matches_numpy(seed, dtype, index_dtype):
+  signed = np.issubdtype(index_dtype, np.signedinteger)
   case = gs.random_gather_nd_case(
-    seed,
-    dtypes=(dtype,),
-    index_dtypes=(index_dtype,),
-    negative=np.issubdtype(index_dtype, np.signedinteger),
+    seed, dtypes=(dtype,), index_dtypes=(index_dtype,), negative=signed
   )
-  expected = gs.np_gather_nd(case.data, case.indices, case.batch_dims)
-  assert_same(
-    jaxops.gather_nd(case.data, case.indices, case.batch_dims),
-    expected,
-    case.describe(),
-  )
+  checks.assert_case_matches(GATHER_ND, case)
 
 
 # NumPy arrays have at most 64 dims; JAX's more, and so do the operators'

@@ -45,15 +45,15 @@ import pytest
 
 import jaxops
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
 from tests.support import oracles, processes
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
 
-NUM_CASES = 320
-CHUNK = 40
 # The integer dtypes OpenVINO's CPU plugin computes as int32.
 _INT32_COMPUTED = tuple(
   np.dtype(t)
@@ -106,53 +106,30 @@ def onnxruntime_takes(case: gs.GatherCase) -> bool:
   return _batch_dims(case) == 0 and not out_of_range(case)
 
 
-def _cases(chunk: int) -> list[gs.GatherCase]:
+def _cases(name: str) -> list[gs.GatherCase]:
   return [
     gs.random_gather_case(
       seed, dtypes=gen.ORACLE_DTYPES, out_of_range=seed % 2 == 1
     )
-    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
-  ]
-
-
-def _jaxops_outputs(cases):
-  """jaxops on every case of a chunk, as one jitted program."""
-  run_all = jax.jit(
-    lambda arrays: [
-      jaxops.gather(data, indices, case.axis, case.batch_dims)
-      for (data, indices), case in zip(arrays, cases)
-    ]
-  )
-  return [
-    np.asarray(out)
-    for out in run_all([(case.data, case.indices) for case in cases])
+    for seed in checks.SEED_CHUNKS[name]
   ]
 
 
 @functools.cache
-def _openvino_outputs(chunk: int) -> dict[int, np.ndarray]:
+def _openvino_outputs(name: str) -> dict[int, np.ndarray]:
   """The plugin's outputs for the chunk's "openvino" cases, by position;
   shared by the x32 and x64 runs."""
-  cases = _cases(chunk)
+  cases = _cases(name)
   kept = [j for j, case in enumerate(cases) if route(case) == "openvino"]
-  outputs = oracles.openvino_cpu_many(
-    [_make_node(cases[j]) for j in kept],
-    [(cases[j].data, cases[j].indices) for j in kept],
-  )
-  return dict(zip(kept, outputs))
+  return checks.openvino_outputs(_make_node, cases, kept)
 
 
 @pytest.mark.exhaustive(default=8)
-@pytest.mark.parametrize(
-  "chunk",
-  range(NUM_CASES // CHUNK),
-  ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
-)
-@pytest.mark.covering_modes
-def test_random_cases_match_runtimes(chunk):
-  cases = _cases(chunk)
-  outputs = _jaxops_outputs(cases)
-  from_openvino = _openvino_outputs(chunk)
+@pytest.mark.parametrize("name", checks.SEED_CHUNKS)
+def test_random_cases_match_runtimes(name):
+  cases = _cases(name)
+  outputs = checks.jaxops_outputs(GATHER, cases)
+  from_openvino = _openvino_outputs(name)
   for j, (case, out) in enumerate(zip(cases, outputs)):
     context = case.describe()
     assert_same(
@@ -172,8 +149,8 @@ def test_random_cases_match_runtimes(chunk):
 def test_random_cases_cover_every_route():
   """The random cases are not all easy ones."""
   counts = collections.Counter()
-  for chunk in range(NUM_CASES // CHUNK):
-    for case in _cases(chunk):
+  for name in checks.SEED_CHUNKS:
+    for case in _cases(name):
       counts[route(case)] += 1
       counts["onnxruntime"] += onnxruntime_takes(case)
       counts["out_of_range"] += out_of_range(case)
@@ -182,19 +159,20 @@ def test_random_cases_cover_every_route():
       counts["negative_batch_dims"] += case.batch_dims < 0
       counts["scalar_indices"] += case.indices.ndim == 0
       counts[f"rank_{case.data.ndim}"] += 1
-  assert counts["openvino"] >= 230, counts
-  assert counts["unit_batch"] >= 10, counts
-  assert counts["short_vector"] >= 2, counts
-  assert counts["onnxruntime"] >= 70, counts
-  assert counts["out_of_range"] >= 120, counts
-  for key in (
-    *(f"batch_dims_{b}" for b in range(4)),
-    *(f"rank_{r}" for r in range(1, 6)),
-  ):
-    assert counts[key] >= 10, (key, counts)
-  assert counts["negative_axis"] >= 100, counts
-  assert counts["negative_batch_dims"] >= 20, counts
-  assert counts["scalar_indices"] >= 5, counts
+  least = {
+    "openvino": 230,
+    "unit_batch": 10,
+    "short_vector": 2,
+    "onnxruntime": 70,
+    "out_of_range": 120,
+    **{f"batch_dims_{b}": 10 for b in range(4)},
+    **{f"rank_{r}": 10 for r in range(1, 6)},
+    "negative_axis": 100,
+    "negative_batch_dims": 20,
+    "scalar_indices": 5,
+  }
+  for key, n in least.items():
+    assert counts[key] >= n, (key, counts)
 
 
 # The spec's examples: (batch_dims, axis, indices, data, output).
@@ -306,19 +284,17 @@ def test_every_index_dtype(index_dtype):
   assert_same(out, gs.np_gather(data, indices, 1, 1))
 
 
-NODE_CASES = oracles.onnx_node_cases("Gather")
+NODE_CASES = checks.node_cases("Gather")
 
 
 def test_node_cases_found():
   # gather_0, gather_1, gather_2d_indices, gather_negative_indices
-  assert len(NODE_CASES) >= 4, [c[0] for c in NODE_CASES]
+  assert len(NODE_CASES) >= 4, list(NODE_CASES)
 
 
-@pytest.mark.parametrize("case", NODE_CASES, ids=[c[0] for c in NODE_CASES])
-def test_onnx_node_case(case):
-  name, (data, indices), expected, attrs = case
-  out = jaxops.gather(data, indices, attrs.get("axis", 0))
-  assert_same(out, expected, name)
+@pytest.mark.parametrize("name", NODE_CASES)
+def test_onnx_node_case(name):
+  checks.assert_node_case(GATHER, NODE_CASES[name], name)
 
 
 # Documented runtime bugs: each asserted as the difference it is. ------------

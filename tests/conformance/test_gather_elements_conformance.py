@@ -19,27 +19,23 @@ from __future__ import annotations
 
 import functools
 
-import jax
-import numpy as np
 import pytest
 
-import jaxops
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
 from tests.support import oracles
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER_ELEMENTS
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
 
-NUM_CASES = 320
-CHUNK = 40
 
-
-def _openvino_gather_elements(axis):
+def _openvino_gather_elements(case):
   import openvino.opset6 as ov_opset6
 
-  return functools.partial(ov_opset6.gather_elements, axis=axis)
+  return functools.partial(ov_opset6.gather_elements, axis=case.axis)
 
 
 def _equal_non_axis_dims(case):
@@ -53,34 +49,14 @@ def _equal_non_axis_dims(case):
   )
 
 
-def _jaxops_outputs(cases):
-  """jaxops on every case of a chunk, as one jitted program: one XLA compile
-  per chunk instead of one per case (compiles dominate the test time)."""
-  run_all = jax.jit(
-    lambda arrays: [
-      jaxops.gather_elements(data, indices, case.axis)
-      for (data, indices), case in zip(arrays, cases)
-    ]
-  )
-  return [
-    np.asarray(out)
-    for out in run_all([(case.data, case.indices) for case in cases])
-  ]
-
-
 @pytest.mark.exhaustive(default=8)
-@pytest.mark.parametrize(
-  "chunk",
-  range(NUM_CASES // CHUNK),
-  ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
-)
-@pytest.mark.covering_modes
-def test_random_cases_match_runtimes(chunk):
+@pytest.mark.parametrize("name", checks.SEED_CHUNKS)
+def test_random_cases_match_runtimes(name):
   cases = [
     gs.random_gather_elements_case(seed, dtypes=gen.ORACLE_DTYPES)
-    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
+    for seed in checks.SEED_CHUNKS[name]
   ]
-  outputs = _jaxops_outputs(cases)
+  outputs = checks.jaxops_outputs(GATHER_ELEMENTS, cases)
   for case, out in zip(cases, outputs):
     opset = 11 if case.seed % 2 else 13
     expected = oracles.onnxruntime(
@@ -90,25 +66,23 @@ def test_random_cases_match_runtimes(chunk):
       opset=opset,
     )
     assert_same(out, expected, f"onnxruntime opset {opset} " + case.describe())
-  ov_cases = [j for j, case in enumerate(cases) if _equal_non_axis_dims(case)]
-  assert len(ov_cases) >= CHUNK // 4, len(ov_cases)
-  ov_outputs = oracles.openvino_cpu_many(
-    [_openvino_gather_elements(cases[j].axis) for j in ov_cases],
-    [(cases[j].data, cases[j].indices) for j in ov_cases],
+  # OpenVINO demands indices dims equal to data's outside the axis.
+  kept = [j for j, case in enumerate(cases) if _equal_non_axis_dims(case)]
+  assert len(kept) >= len(cases) // 4, len(kept)
+  from_openvino = checks.openvino_outputs(
+    _openvino_gather_elements, cases, kept
   )
-  for j, expected in zip(ov_cases, ov_outputs):
+  for j, expected in from_openvino.items():
     assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 
 
-NODE_CASES = oracles.onnx_node_cases("GatherElements")
+NODE_CASES = checks.node_cases("GatherElements")
 
 
 def test_node_cases_found():
-  assert len(NODE_CASES) >= 3, [c[0] for c in NODE_CASES]
+  assert len(NODE_CASES) >= 3, list(NODE_CASES)
 
 
-@pytest.mark.parametrize("case", NODE_CASES, ids=[c[0] for c in NODE_CASES])
-def test_onnx_node_case(case):
-  name, (data, indices), expected, attrs = case
-  out = jaxops.gather_elements(data, indices, attrs.get("axis", 0))
-  assert_same(out, expected, name)
+@pytest.mark.parametrize("name", NODE_CASES)
+def test_onnx_node_case(name):
+  checks.assert_node_case(GATHER_ELEMENTS, NODE_CASES[name], name)

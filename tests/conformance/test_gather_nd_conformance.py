@@ -19,61 +19,38 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import numpy as np
 import pytest
 
-import jaxops
 from tests.support import gather as gs
+from tests.support import gather_checks as checks
 from tests.support import generators as gen
 from tests.support import oracles
 from tests.support.asserts import assert_same
+from tests.support.gather_checks import GATHER_ND
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
 pytestmark = pytest.mark.covering_modes
 
-NUM_CASES = 320
-CHUNK = 40
 
-
-def _openvino_gather_nd(batch_dims):
+def _openvino_gather_nd(case):
   import openvino.opset8 as ov_opset8
 
-  return functools.partial(ov_opset8.gather_nd, batch_dims=batch_dims)
-
-
-def _jaxops_outputs(cases):
-  """jaxops on every case of a chunk, as one jitted program: one XLA compile
-  per chunk instead of one per case (compiles dominate the test time)."""
-  run_all = jax.jit(
-    lambda arrays: [
-      jaxops.gather_nd(data, indices, case.batch_dims)
-      for (data, indices), case in zip(arrays, cases)
-    ]
-  )
-  return [
-    np.asarray(out)
-    for out in run_all([(case.data, case.indices) for case in cases])
-  ]
+  return functools.partial(ov_opset8.gather_nd, batch_dims=case.batch_dims)
 
 
 @pytest.mark.exhaustive(default=8)
-@pytest.mark.parametrize(
-  "chunk",
-  range(NUM_CASES // CHUNK),
-  ids=lambda c: f"seeds_{c * CHUNK}_{(c + 1) * CHUNK - 1}",
-)
-@pytest.mark.covering_modes
-def test_random_cases_match_runtimes(chunk):
+@pytest.mark.parametrize("name", checks.SEED_CHUNKS)
+def test_random_cases_match_runtimes(name):
   # Empty tuples (k == 0) are allowed in one seed in 8 only: OpenVINO cannot
   # check them, and uniform k would make them a third of all cases.
   cases = [
     gs.random_gather_nd_case(
       seed, dtypes=gen.ORACLE_DTYPES, min_k=0 if seed % 8 == 0 else 1
     )
-    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK)
+    for seed in checks.SEED_CHUNKS[name]
   ]
-  outputs = _jaxops_outputs(cases)
+  outputs = checks.jaxops_outputs(GATHER_ND, cases)
   for case, out in zip(cases, outputs):
     expected = oracles.onnxruntime(
       "GatherND",
@@ -82,25 +59,20 @@ def test_random_cases_match_runtimes(chunk):
     )
     assert_same(out, expected, "onnxruntime " + case.describe())
   # The CPU plugin returns garbage for empty index tuples (k == 0).
-  ov_cases = [j for j, case in enumerate(cases) if case.indices.shape[-1] > 0]
-  assert len(ov_cases) >= CHUNK * 3 // 4, len(ov_cases)
-  ov_outputs = oracles.openvino_cpu_many(
-    [_openvino_gather_nd(cases[j].batch_dims) for j in ov_cases],
-    [(cases[j].data, cases[j].indices) for j in ov_cases],
-  )
-  for j, expected in zip(ov_cases, ov_outputs):
+  kept = [j for j, case in enumerate(cases) if case.indices.shape[-1] > 0]
+  assert len(kept) >= len(cases) * 3 // 4, len(kept)
+  from_openvino = checks.openvino_outputs(_openvino_gather_nd, cases, kept)
+  for j, expected in from_openvino.items():
     assert_same(outputs[j], expected, "openvino_cpu " + cases[j].describe())
 
 
-NODE_CASES = oracles.onnx_node_cases("GatherND")
+NODE_CASES = checks.node_cases("GatherND")
 
 
 def test_node_cases_found():
-  assert len(NODE_CASES) >= 3, [c[0] for c in NODE_CASES]
+  assert len(NODE_CASES) >= 3, list(NODE_CASES)
 
 
-@pytest.mark.parametrize("case", NODE_CASES, ids=[c[0] for c in NODE_CASES])
-def test_onnx_node_case(case):
-  name, (data, indices), expected, attrs = case
-  out = jaxops.gather_nd(data, indices, attrs.get("batch_dims", 0))
-  assert_same(out, expected, name)
+@pytest.mark.parametrize("name", NODE_CASES)
+def test_onnx_node_case(name):
+  checks.assert_node_case(GATHER_ND, NODE_CASES[name], name)

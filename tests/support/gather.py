@@ -114,61 +114,60 @@ def assert_vmapped(
 
 
 def read_counts(reference, data_shape, *args) -> np.ndarray:
-  """How often `reference(data, *args)` reads each element of data: the
-  gradient of the sum of a gather's output with respect to its data."""
+  """How often `reference(data, *args)` reads each element of data in range:
+  the gradient of the sum of a gather's output with respect to its data (an
+  out-of-range index reads a fill, which has no gradient)."""
   size = int(np.prod(data_shape))
-  ids = reference(np.arange(size).reshape(data_shape), *args)
+  ids = reference(np.arange(size).reshape(data_shape), *args, fill=-1)
   return (
-    np.bincount(np.ravel(ids), minlength=size)
+    np.bincount(ids[ids >= 0], minlength=size)
     .reshape(data_shape)
     .astype(np.float64)
   )
 
 
+def random_dims(rng: np.random.Generator, n: int, low: int, high: int):
+  """`n` random dims in [low, high)."""
+  return tuple(int(d) for d in rng.integers(low, high, size=n))
+
+
 @dataclasses.dataclass(frozen=True)
-class GatherNDCase:
+class _Case:
+  """A seeded random case; the fields after `indices` are the operator's
+  static arguments, in order."""
+
   seed: int
   data: np.ndarray
   indices: np.ndarray
+
+  @property
+  def attrs(self) -> tuple:
+    return tuple(getattr(self, f.name) for f in dataclasses.fields(self)[3:])
+
+  def describe(self) -> str:
+    named = (
+      f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)[3:]
+    )
+    return (
+      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
+      f"indices {self.indices.shape} {self.indices.dtype} " + " ".join(named)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherNDCase(_Case):
   batch_dims: int
 
-  def describe(self) -> str:
-    return (
-      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
-      f"indices {self.indices.shape} {self.indices.dtype} "
-      f"batch_dims={self.batch_dims}"
-    )
-
 
 @dataclasses.dataclass(frozen=True)
-class GatherElementsCase:
-  seed: int
-  data: np.ndarray
-  indices: np.ndarray
+class GatherElementsCase(_Case):
   axis: int
 
-  def describe(self) -> str:
-    return (
-      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
-      f"indices {self.indices.shape} {self.indices.dtype} "
-      f"axis={self.axis}"
-    )
-
 
 @dataclasses.dataclass(frozen=True)
-class GatherCase:
-  seed: int
-  data: np.ndarray
-  indices: np.ndarray
+class GatherCase(_Case):
   axis: int
   batch_dims: int
-
-  def describe(self) -> str:
-    return (
-      f"seed={self.seed} data {self.data.shape} {self.data.dtype} "
-      f"indices {self.indices.shape} {self.indices.dtype} "
-      f"axis={self.axis} batch_dims={self.batch_dims}"
-    )
 
 
 def random_gather_case(
@@ -186,11 +185,11 @@ def random_gather_case(
   `out_of_range`, about half the indices are out of range on either side."""
   rng = np.random.default_rng(seed)
   r = int(rng.integers(1, max_rank + 1))
-  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  data_shape = random_dims(rng, r, 1, 5)
   b = int(rng.integers(0, min(r - 1, 3) + 1))
   a = int(rng.integers(b, r))
   q = b + int(rng.integers(0, 3))
-  lead = data_shape[:b] + tuple(int(d) for d in rng.integers(1, 4, size=q - b))
+  lead = data_shape[:b] + random_dims(rng, q - b, 1, 4)
   dtype = dtypes[int(rng.integers(len(dtypes)))]
   index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
   data = random_values(rng, data_shape, dtype)
@@ -216,13 +215,11 @@ def random_gather_nd_case(
   negative indices."""
   rng = np.random.default_rng(seed)
   r = int(rng.integers(1, max_rank + 1))
-  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  data_shape = random_dims(rng, r, 1, 5)
   b = int(rng.integers(0, r))  # batch_dims < rank(data)
   q = b + 1 + int(rng.integers(0, 3))  # batch_dims < rank(indices)
   k = int(rng.integers(min(min_k, r - b), r - b + 1))
-  lead = data_shape[:b] + tuple(
-    int(d) for d in rng.integers(1, 4, size=q - 1 - b)
-  )
+  lead = data_shape[:b] + random_dims(rng, q - 1 - b, 1, 4)
   dtype = dtypes[int(rng.integers(len(dtypes)))]
   index_dtype = index_dtypes[int(rng.integers(len(index_dtypes)))]
   data = random_values(rng, data_shape, dtype)
@@ -245,7 +242,7 @@ def random_gather_elements_case(
   data's or (with `smaller_indices`) at most data's."""
   rng = np.random.default_rng(seed)
   r = int(rng.integers(1, max_rank + 1))
-  data_shape = tuple(int(d) for d in rng.integers(1, 5, size=r))
+  data_shape = random_dims(rng, r, 1, 5)
   axis = int(rng.integers(-r, r))
   a = axis % r
   indices_shape = []
