@@ -6,10 +6,11 @@ XLA:CPU applies a scatter's updates one at a time, in index order: a float
 last duplicate, at any size (tests/test_serial_cpu.py fails the day that
 changes). So on CPU every scatter whose targets may repeat -- the default
 ScatterNDUpdate, ScatterElementsUpdate `none`, the float sum/sub/prod/mean
-reductions, the gathers' transposes -- is XLA's scatter as it is. On every
-other platform (GPU atomics, TPU) repeated targets are resolved by
-construction: last-wins by a winner search, the sorted fold, unique-index
-writes.
+reductions, the gathers' transposes -- is XLA's scatter as it is, and so
+are float min/max (XLA:CPU's combiner is IEEE's maximum/minimum, order-free
+but for a NaN's bits). On every other platform (GPU atomics, TPU) repeated
+targets are resolved by construction: last-wins by a winner search, the
+sorted fold, unique-index writes, an integer key for float min/max.
 
 `by_platform` is the one switch. It lowers `serial` for CPU and
 `constructed` for every other platform (`lax.platform_dependent`, so a

@@ -171,7 +171,8 @@ def test_use_init_val_false_starts_from_neutral_and_keeps_untargeted():
     assert_same(out, np.array(expected, F32), reduction)
 
 
-def test_nan_propagates_under_min_and_max():
+@pytest.mark.scatter_orders
+def test_nan_propagates_under_min_and_max(scatter_order):
   data = np.array([np.nan, 1, 1], F32)
   idx, upd = [0, 1, 1], np.array([5, np.nan, 2], F32)
   for reduction in ("min", "max"):
@@ -196,8 +197,9 @@ NAN_DTYPES = (
 @pytest.mark.parametrize("use_init_val", (True, False))
 @pytest.mark.parametrize("dtype", NAN_DTYPES, ids=gen.dtype_id)
 @pytest.mark.parametrize("reduction", ("min", "max"))
+@pytest.mark.scatter_orders(one=True)
 def test_min_max_keep_the_bits_of_data_they_keep(
-  reduction, dtype, use_init_val, run
+  reduction, dtype, use_init_val, run, scatter_order
 ):
   data, targets, updates, expected = nan_bits_case(
     dtype, reduction, use_init_val
@@ -213,7 +215,8 @@ def test_min_max_keep_the_bits_of_data_they_keep(
   assert_same_bits(out, expected)
 
 
-def test_signed_zeros_are_ordered_under_min_and_max():
+@pytest.mark.scatter_orders
+def test_signed_zeros_are_ordered_under_min_and_max(scatter_order):
   data = np.array([0.0, -0.0], F32)
   upd = np.array([-0.0, 0.0], F32)
   assert_same(

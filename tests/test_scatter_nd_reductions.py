@@ -89,7 +89,10 @@ def test_bad_reduction():
   ids=gen.dtype_id,
 )
 @pytest.mark.parametrize("reduction", ("min", "max"))
-def test_min_max_keep_the_bits_of_data_they_keep(reduction, dtype, run):
+@pytest.mark.scatter_orders(one=True)
+def test_min_max_keep_the_bits_of_data_they_keep(
+  reduction, dtype, run, scatter_order
+):
   data, targets, updates, expected = nan_bits_case(dtype, reduction)
   out = modes.run_as(
     run,
