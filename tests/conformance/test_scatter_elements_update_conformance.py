@@ -261,31 +261,15 @@ def test_onnx_node_cases(case):
   assert_same(got, expected)
 
 
-@functools.cache
-def _long_run_runtimes(reduction):
-  case = sr.long_run_case(reduction, elements=True)
-  runtimes = {
-    "OpenVINO": oracles.openvino_cpu(
-      functools.partial(_node, 0, reduction, True), case.inputs, threads=1
-    )
-  }
-  if reduction in sr.ONNX_REDUCTION:
-    runtimes["onnxruntime"] = oracles.onnxruntime(
-      "ScatterElements",
-      [case.data, case.indices.astype(np.int64), case.updates],
-      {"axis": 0, "reduction": sr.ONNX_REDUCTION[reduction]},
-      threads=1,
-    )
-  return case, runtimes
-
-
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.scatter_orders
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).
-  case, runtimes = _long_run_runtimes(reduction)
-  fresh = jax.jit(
-    lambda d, i, u: jaxops.scatter_elements_update(d, i, u, reduction=reduction)
+  sr.check_runs_longer_than_a_chunk(
+    reduction,
+    scatter_order,
+    jaxops.scatter_elements_update,
+    functools.partial(_node, 0, reduction, True),
+    elements=True,
   )
-  sr.assert_long_run(case, fresh(*case.inputs), scatter_order, runtimes)

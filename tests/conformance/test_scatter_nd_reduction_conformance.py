@@ -270,31 +270,15 @@ def test_onnxruntime_multithreaded_reductions_lose_updates():
     assert np.all(got <= want) and np.all(got[1] == 0)
 
 
-@functools.cache
-def _long_run_runtimes(reduction):
-  case = sr.long_run_case(reduction, elements=False)
-  runtimes = {
-    "OpenVINO": oracles.openvino_cpu(
-      functools.partial(_node, reduction), case.inputs, threads=1
-    )
-  }
-  if reduction in sr.ONNX_REDUCTION:
-    runtimes["onnxruntime"] = oracles.onnxruntime(
-      "ScatterND",
-      [case.data, case.indices.astype(np.int64), case.updates],
-      {"reduction": sr.ONNX_REDUCTION[reduction]},
-      threads=1,
-    )
-  return case, runtimes
-
-
 @pytest.mark.parametrize("reduction", ("sum", "sub", "prod"))
 @pytest.mark.scatter_orders
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).
-  case, runtimes = _long_run_runtimes(reduction)
-  fresh = jax.jit(
-    lambda d, i, u: jaxops.scatter_nd_update(d, i, u, reduction=reduction)
+  sr.check_runs_longer_than_a_chunk(
+    reduction,
+    scatter_order,
+    jaxops.scatter_nd_update,
+    functools.partial(_node, reduction),
+    elements=False,
   )
-  sr.assert_long_run(case, fresh(*case.inputs), scatter_order, runtimes)
