@@ -247,17 +247,10 @@ def _onnx_cases():
   return cases
 
 
-_FROM_ONNX = {v: k for k, v in sr.ONNX_REDUCTION.items()}
-
-
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])
 def test_onnx_node_cases(case):
   _, inputs, expected, attrs = case
-  reduction = attrs.get("reduction", "none")
-  reduction = _FROM_ONNX[
-    reduction.decode() if isinstance(reduction, bytes) else reduction
-  ]
-  got = _jitted(attrs.get("axis", 0), reduction, True)(*inputs)
+  got = _jitted(attrs.get("axis", 0), sr.reduction_of(attrs), True)(*inputs)
   assert_same(got, expected)
 
 

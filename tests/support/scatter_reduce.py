@@ -36,6 +36,18 @@ ONNX_REDUCTION = {
   "min": "min",
   "max": "max",
 }
+_FROM_ONNX = {onnx: ours for ours, onnx in ONNX_REDUCTION.items()}
+
+
+def reduction_of(attrs: dict[str, Any]) -> str:
+  """The reduction of an ONNX node case (`oracles.onnx_node_cases`) by its
+  attributes, in jaxops' name ("none" where it has none)."""
+  reduction = attrs.get("reduction", "none")
+  return _FROM_ONNX[
+    reduction.decode() if isinstance(reduction, bytes) else reduction
+  ]
+
+
 # The data dtypes compared on onnxruntime.
 ORT_DTYPES = (
   np.float32,
