@@ -757,17 +757,13 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
     assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
 
 
-@pytest.mark.exhaustive(default=2)
-@pytest.mark.parametrize("strategy", REPEAT_TESTED)
-@pytest.mark.covering_modes
-def test_searches_under_vmap_mixed_batch(strategy):
-  """One repeat test for the whole batch: the search stays behind a cond."""
-  rng = np.random.default_rng(13)
-  cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
+def _check_batch(strategy, kinds, cases, rng, conds):
+  """`jax.vmap` of the scatter with `strategy` over `cases` (the arrays of
+  `kinds`, stacked): each member's output against the loop and its updates'
+  gradient (a cotangent drawn from `rng`) against `_expected_updates_grad`;
+  with a repeat test, at least `conds` conds in the batched jaxpr."""
   data, indices, updates = (np.stack(arrays) for arrays in zip(*cases))
-  update = lambda d, i, u: jaxops.scatter_nd_update(
-    d, i, u, _strategy=STRATEGIES[strategy]
-  )
+  update = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, _strategy=strategy)
   out = jax.jit(jax.vmap(update))(data, indices, updates)
   cotangent = rng.standard_normal(data.shape).astype(np.float32)
   grad_u = jax.jit(
@@ -775,18 +771,28 @@ def test_searches_under_vmap_mixed_batch(strategy):
       jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
     )
   )(data, indices, updates, cotangent)
-  for j, kind in enumerate(REPEAT_KINDS):
+  for j, kind in enumerate(kinds):
     assert_same(
       out[j], np_scatter_nd_update(data[j], indices[j], updates[j]), kind
     )
     assert_same(
       grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), kind
     )
+  if strategy.repeat_test is not dup.RepeatTest.NONE:
+    jaxpr = str(jax.make_jaxpr(jax.vmap(update))(data, indices, updates))
+    assert jaxpr.count("cond[") >= conds, jaxpr
+
+
+@pytest.mark.exhaustive(default=2)
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
+def test_searches_under_vmap_mixed_batch(strategy):
+  """One repeat test for the whole batch: the search stays behind a cond."""
+  rng = np.random.default_rng(13)
+  cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
   # A batched predicate would have turned each cond into a select running
   # both branches.
-  if STRATEGIES[strategy].repeat_test is not dup.RepeatTest.NONE:
-    jaxpr = jax.make_jaxpr(jax.vmap(update))(data, indices, updates)
-    assert "cond[" in str(jaxpr), jaxpr
+  _check_batch(STRATEGIES[strategy], REPEAT_KINDS, cases, rng, conds=1)
 
 
 def test_small_default_call_runs_inline():
@@ -988,30 +994,10 @@ def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
 @pytest.mark.covering_modes
 def test_sorted_indices_under_vmap(jax_mode, strategy, kinds):
   """One sorted test for the whole batch, in front of the repeat test."""
-  strategy = _in_mode(strategy, jax_mode)
-  data, indices, updates = (
-    np.stack(arrays) for arrays in zip(*map(_sorted_case, kinds))
-  )
-  update = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, _strategy=strategy)
-  out = jax.jit(jax.vmap(update))(data, indices, updates)
-  cotangent = np.random.default_rng(19).standard_normal(data.shape)
-  cotangent = cotangent.astype(np.float32)
-  grad_u = jax.jit(
-    jax.vmap(
-      jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
-    )
-  )(data, indices, updates, cotangent)
-  for j, kind in enumerate(kinds):
-    assert_same(
-      out[j], np_scatter_nd_update(data[j], indices[j], updates[j]), kind
-    )
-    assert_same(
-      grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), kind
-    )
+  cases = [_sorted_case(kind) for kind in kinds]
+  rng = np.random.default_rng(19)
   # Unbatched predicates: the sorted test and the repeat test stay conds.
-  if strategy.repeat_test is not dup.RepeatTest.NONE:
-    jaxpr = str(jax.make_jaxpr(jax.vmap(update))(data, indices, updates))
-    assert jaxpr.count("cond[") >= 2, jaxpr
+  _check_batch(_in_mode(strategy, jax_mode), kinds, cases, rng, conds=2)
 
 
 def _winner_mask(data_shape, indices):
