@@ -206,6 +206,15 @@ def vmap_case(
   )
 
 
+def sweep_case(base: Case, sweep: str, size: int) -> Case:
+  """`base` as the point of size `size` of the scaling sweep `sweep`:
+  forward variants only and no peers, since a sweep shows how jaxops' own
+  time grows."""
+  return dataclasses.replace(
+    base, tier="sweep", sweep=sweep, size=size, grad=False, peers=False
+  )
+
+
 @dataclasses.dataclass
 class Runner:
   """A variant ready to time: `call(setup())` runs it once.

@@ -16,21 +16,10 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints, vmap_case
+from bench.harness import Case, Traffic, small_ints, sweep_case, vmap_case
 
 
-def case(
-  name,
-  tier,
-  data_shape,
-  indices_shape,
-  axis,
-  *,
-  sweep=None,
-  size=None,
-  grad=True,
-  peers=True,
-):
+def case(name, tier, data_shape, indices_shape, axis):
 
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
@@ -77,10 +66,6 @@ def case(
     ),
     torch=torch_form,
     grad_forms=("jaxops", "plain"),
-    sweep=sweep,
-    size=size,
-    grad=grad,
-    peers=peers,
   )
 
 
@@ -145,16 +130,10 @@ def cases(smoke: bool) -> list[Case]:
     cols = (1024, 256)
     out += vmap_cases(32, (256, 256), (256, 64), 1)
   out += [
-    case(
-      f"sweep_rows{r}",
-      "sweep",
-      (r, cols[0]),
-      (r, cols[1]),
-      1,
-      sweep="indices",
-      size=r * cols[1],
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_rows{r}", "sweep", (r, cols[0]), (r, cols[1]), 1),
+      "indices",
+      r * cols[1],
     )
     for r in rows
   ]

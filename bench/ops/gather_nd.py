@@ -18,7 +18,7 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints, vmap_case
+from bench.harness import Case, Traffic, small_ints, sweep_case, vmap_case
 
 
 def plain(data, indices, batch_dims):
@@ -53,18 +53,7 @@ def torch_form(batch_dims):
   return fn
 
 
-def case(
-  name,
-  tier,
-  data_shape,
-  indices_shape,
-  batch_dims,
-  *,
-  sweep=None,
-  size=None,
-  grad=True,
-  peers=True,
-):
+def case(name, tier, data_shape, indices_shape, batch_dims):
   b = batch_dims
   k = indices_shape[-1]
   sizes = np.asarray(data_shape[b : b + k])
@@ -106,10 +95,6 @@ def case(
     ),
     torch=torch_form(b),
     grad_forms=("jaxops", "plain"),
-    sweep=sweep,
-    size=size,
-    grad=grad,
-    peers=peers,
   )
 
 
@@ -171,17 +156,7 @@ def cases(smoke: bool) -> list[Case]:
     data = (4096, 4096)
     out += vmap_cases(32, (256, 256), (8192, 2))
   out += [
-    case(
-      f"sweep_n{n}",
-      "sweep",
-      data,
-      (n, 2),
-      0,
-      sweep="tuples",
-      size=n,
-      grad=False,
-      peers=False,
-    )
+    sweep_case(case(f"sweep_n{n}", "sweep", data, (n, 2), 0), "tuples", n)
     for n in sweep
   ]
   return out

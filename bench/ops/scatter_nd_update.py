@@ -30,6 +30,7 @@ from bench.harness import (
   Case,
   Traffic,
   small_ints,
+  sweep_case,
   tied_extrema,
   vmap_case,
 )
@@ -90,10 +91,7 @@ def case(
   data_shape,
   indices_shape,
   *,
-  sweep=None,
-  size=None,
   grad=True,
-  peers=True,
   duplicates=None,
   order=None,
 ):
@@ -160,10 +158,7 @@ def case(
     peer_threads=None if unique else 1,
     unique=unique,
     excluded={} if unique else _DUPLICATES,
-    sweep=sweep,
-    size=size,
     grad=grad,
-    peers=peers,
   )
 
 
@@ -392,28 +387,16 @@ def cases(smoke: bool) -> list[Case]:
   # Donated time must follow the number of updates (first sweep) and not the
   # data size (second sweep, fixed number of updates).
   out += [
-    case(
-      f"sweep_updates{n}",
-      "sweep",
-      (side, side),
-      (n, 2),
-      sweep="updates",
-      size=n,
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_updates{n}", "sweep", (side, side), (n, 2)), "updates", n
     )
     for n in updates
   ]
   out += [
-    case(
-      f"sweep_rows{r}",
-      "sweep",
-      (r, side),
-      (fixed, 2),
-      sweep="data_elements",
-      size=r * side,
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_rows{r}", "sweep", (r, side), (fixed, 2)),
+      "data_elements",
+      r * side,
     )
     for r in rows
   ]
