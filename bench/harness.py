@@ -69,6 +69,29 @@ class Traffic:
       copy,
     )
 
+  @classmethod
+  def indexed(
+    cls,
+    index_elems: int,
+    accesses: int,
+    access_elems: int,
+    data_elems: int,
+    copy_data: bool = False,
+  ) -> Traffic:
+    """The call of an indexing operator on float32 data (`data_elems` in
+    all) with `index_elems` int32 indices: `accesses` random accesses of
+    `access_elems` contiguous elements each, which the output or the
+    updates stream besides the indices. `copy_data`: an out-of-place call
+    also reads and writes all of data.
+    """
+    return cls.random(
+      streamed=4 * index_elems + 4 * accesses * access_elems,
+      accesses=accesses,
+      access_bytes=4 * access_elems,
+      cap=4 * data_elems,
+      copy=8 * data_elems if copy_data else 0,
+    )
+
   def floor_bytes(self, donated: bool = True) -> int:
     """Bytes that must move at all: streamed + useful random bytes."""
     return self.streamed + self.random_useful + (0 if donated else self.copy)

@@ -35,9 +35,7 @@ def case(name, tier, data_shape, indices_shape, axis):
     data_shape[d] if d == axis else indices_shape[d]
     for d in range(len(data_shape))
   )
-  traffic = Traffic.random(
-    streamed=4 * n + 4 * n, accesses=n, access_bytes=4, cap=4 * reachable
-  )
+  traffic = Traffic.indexed(n, n, 1, reachable)
 
   def torch_form(d, i):
     import torch

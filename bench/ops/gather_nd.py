@@ -65,11 +65,8 @@ def case(name, tier, data_shape, indices_shape, batch_dims):
 
   slice_elems = math.prod(data_shape[b + k :])
   tuples = math.prod(indices_shape[:-1])
-  traffic = Traffic.random(
-    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-    accesses=tuples,
-    access_bytes=4 * slice_elems,
-    cap=4 * math.prod(data_shape),
+  traffic = Traffic.indexed(
+    math.prod(indices_shape), tuples, slice_elems, math.prod(data_shape)
   )
   return Case(
     op="gather_nd",

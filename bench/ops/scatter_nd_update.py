@@ -109,14 +109,13 @@ def case(
     updates = small_ints(rng, updates_shape, 3)
     return data, indices, updates
 
-  data_bytes = 4 * math.prod(data_shape)
   # Donated: read indices and updates, write the updated slices in place.
-  traffic = Traffic.random(
-    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-    accesses=tuples,
-    access_bytes=4 * slice_elems,
-    cap=data_bytes,
-    copy=2 * data_bytes,
+  traffic = Traffic.indexed(
+    math.prod(indices_shape),
+    tuples,
+    slice_elems,
+    math.prod(data_shape),
+    copy_data=True,
   )
   forms = {
     "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
@@ -234,12 +233,12 @@ def reduction_case(
       "plain_reduce": _PLAIN_REDUCE[reduction],
     },
     diff_argnums=(0, 2),
-    traffic=Traffic.random(
-      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-      accesses=tuples,
-      access_bytes=4 * slice_elems,
-      cap=4 * math.prod(data_shape),
-      copy=8 * math.prod(data_shape),
+    traffic=Traffic.indexed(
+      math.prod(indices_shape),
+      tuples,
+      slice_elems,
+      math.prod(data_shape),
+      copy_data=True,
     ),
     openvino=lambda d, i, u: _opset15().scatter_nd_update(d, i, u, reduction),
     onnx=lambda inputs: runtimes.onnx_model(
