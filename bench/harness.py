@@ -229,6 +229,39 @@ def vmap_case(
   )
 
 
+def vmap_cases(
+  base: Case,
+  batch: int,
+  batched: dict[str, tuple[tuple[int | None, ...], Callable[..., jax.Array]]],
+  *,
+  forms: Sequence[str] = ("jaxops",),
+  donate: bool = False,
+) -> list[Case]:
+  """One `vmap_case` of `base` per entry `name: (in_axes, batched)` of
+  `batched`; with `donate`, those whose data (`base.donate_argnum`) is
+  batched donate it (a shared one is the caller's)."""
+  return [
+    vmap_case(
+      base,
+      name,
+      batch,
+      in_axes,
+      fn,
+      forms=forms,
+      donate=donate
+      and base.donate_argnum is not None
+      and in_axes[base.donate_argnum] == 0,
+    )
+    for name, (in_axes, fn) in batched.items()
+  ]
+
+
+def broadcast_batch(x: jax.Array, batch: int) -> jax.Array:
+  """`x` repeated along a new leading axis of `batch`: a shared argument of
+  a vmap case, as the equivalent batched call takes it."""
+  return jnp.broadcast_to(x, (batch,) + x.shape)
+
+
 def sweep_case(base: Case, sweep: str, size: int) -> Case:
   """`base` as the point of size `size` of the scaling sweep `sweep`:
   forward variants only and no peers, since a sweep shows how jaxops' own

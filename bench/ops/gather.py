@@ -140,9 +140,7 @@ def cases(smoke: bool) -> list[Case]:
 
 
 BARS = (
-  *bars.peer_bars(),
-  bars.FILL_VS_CLIP,
-  bars.GRAD_VS_PLAIN,
+  *bars.GATHER_BARS,
   bars.Ratio(
     "fwd+bwd not behind autodiff of plain jnp.take / indexing",
     (("jaxops.grad", "plain.grad"),),
