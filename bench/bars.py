@@ -375,6 +375,10 @@ FILL_VS_CLIP = Ratio(
 )
 
 
+# The bars every gather declares first.
+GATHER_BARS = (*peer_bars(), FILL_VS_CLIP, GRAD_VS_PLAIN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
     prog="python -m bench.bars",

@@ -276,56 +276,49 @@ def plan_variants(
           donated=True,
         )
       )
-  if case.peers and case.openvino is not None:
-    variants.append(
-      V(
-        "openvino",
-        "fwd",
-        lambda: runtimes.openvino_runner(case.openvino, inputs, threads),
-        requires=("openvino",),
-      )
+
+  def peer(name, formulation, build, requires, **kw):
+    if case.peers and formulation is not None:
+      variants.append(V(name, "fwd", build, requires=requires, **kw))
+
+  peer(
+    "openvino",
+    case.openvino,
+    lambda: runtimes.openvino_runner(case.openvino, inputs, threads),
+    ("openvino",),
+  )
+  onnx_threads = {"onnxruntime": threads}
+  if case.threaded_peer:
+    # On the run's threads too: it may race, so its output is marked,
+    # not gated.
+    onnx_threads["onnxruntime.threads"] = run_threads
+  for name, n in onnx_threads.items():
+    racy = name != "onnxruntime"
+    peer(
+      name,
+      case.onnx,
+      lambda n=n: runtimes.onnxruntime_runner(
+        case.onnx(inputs), inputs, out_shape, n
+      ),
+      ("onnxruntime", "onnx"),
+      may_differ=racy,
+      threads=n if racy else None,
     )
-  if case.peers and case.onnx is not None:
-    onnx_threads = {"onnxruntime": threads}
-    if case.threaded_peer:
-      # On the run's threads too: it may race, so its output is marked,
-      # not gated.
-      onnx_threads["onnxruntime.threads"] = run_threads
-    for name, n in onnx_threads.items():
-      racy = name != "onnxruntime"
-      variants.append(
-        V(
-          name,
-          "fwd",
-          lambda n=n: runtimes.onnxruntime_runner(
-            case.onnx(inputs), inputs, out_shape, n
-          ),
-          requires=("onnxruntime", "onnx"),
-          may_differ=racy,
-          threads=n if racy else None,
-        )
-      )
-  if case.peers and case.torch is not None:
-    variants.append(
-      V(
-        "torch",
-        "fwd",
-        lambda: runtimes.torch_runner(case.torch, inputs, threads),
-        requires=("torch",),
-      )
-    )
-  if case.peers and case.torch_inplace is not None:
-    variants.append(
-      V(
-        "torch.inplace",
-        "fwd",
-        lambda: runtimes.torch_inplace_runner(
-          case.torch_inplace, inputs, case.donate_argnum, threads
-        ),
-        donated=True,
-        requires=("torch",),
-      )
-    )
+  peer(
+    "torch",
+    case.torch,
+    lambda: runtimes.torch_runner(case.torch, inputs, threads),
+    ("torch",),
+  )
+  peer(
+    "torch.inplace",
+    case.torch_inplace,
+    lambda: runtimes.torch_inplace_runner(
+      case.torch_inplace, inputs, case.donate_argnum, threads
+    ),
+    ("torch",),
+    donated=True,
+  )
   if case.grad:
     for form, fn in case.forms.items():
       if case.grad_forms is None or form in case.grad_forms:

@@ -69,6 +69,29 @@ class Traffic:
       copy,
     )
 
+  @classmethod
+  def indexed(
+    cls,
+    index_elems: int,
+    accesses: int,
+    access_elems: int,
+    data_elems: int,
+    copy_data: bool = False,
+  ) -> Traffic:
+    """The call of an indexing operator on float32 data (`data_elems` in
+    all) with `index_elems` int32 indices: `accesses` random accesses of
+    `access_elems` contiguous elements each, which the output or the
+    updates stream besides the indices. `copy_data`: an out-of-place call
+    also reads and writes all of data.
+    """
+    return cls.random(
+      streamed=4 * index_elems + 4 * accesses * access_elems,
+      accesses=accesses,
+      access_bytes=4 * access_elems,
+      cap=4 * data_elems,
+      copy=8 * data_elems if copy_data else 0,
+    )
+
   def floor_bytes(self, donated: bool = True) -> int:
     """Bytes that must move at all: streamed + useful random bytes."""
     return self.streamed + self.random_useful + (0 if donated else self.copy)
@@ -203,6 +226,48 @@ def vmap_case(
     loop=base.forms["jaxops"],
     in_axes=tuple(in_axes),
     batch=batch,
+  )
+
+
+def vmap_cases(
+  base: Case,
+  batch: int,
+  batched: dict[str, tuple[tuple[int | None, ...], Callable[..., jax.Array]]],
+  *,
+  forms: Sequence[str] = ("jaxops",),
+  donate: bool = False,
+) -> list[Case]:
+  """One `vmap_case` of `base` per entry `name: (in_axes, batched)` of
+  `batched`; with `donate`, those whose data (`base.donate_argnum`) is
+  batched donate it (a shared one is the caller's)."""
+  return [
+    vmap_case(
+      base,
+      name,
+      batch,
+      in_axes,
+      fn,
+      forms=forms,
+      donate=donate
+      and base.donate_argnum is not None
+      and in_axes[base.donate_argnum] == 0,
+    )
+    for name, (in_axes, fn) in batched.items()
+  ]
+
+
+def broadcast_batch(x: jax.Array, batch: int) -> jax.Array:
+  """`x` repeated along a new leading axis of `batch`: a shared argument of
+  a vmap case, as the equivalent batched call takes it."""
+  return jnp.broadcast_to(x, (batch,) + x.shape)
+
+
+def sweep_case(base: Case, sweep: str, size: int) -> Case:
+  """`base` as the point of size `size` of the scaling sweep `sweep`:
+  forward variants only and no peers, since a sweep shows how jaxops' own
+  time grows."""
+  return dataclasses.replace(
+    base, tier="sweep", sweep=sweep, size=size, grad=False, peers=False
   )
 
 

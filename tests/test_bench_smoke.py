@@ -26,6 +26,7 @@ import sys
 import numpy as np
 import pytest
 
+from bench import ops
 from tests.support import processes
 
 # The bench is not the library: its smoke run is part of --exhaustive.
@@ -33,15 +34,7 @@ pytestmark = [pytest.mark.jax_modes(None), pytest.mark.exhaustive]
 
 ROOT = processes.REPO_ROOT
 TIMEOUT_S = 240
-OPS = (
-  "gather_nd",
-  "gather_elements",
-  "scatter_nd_update",
-  "scatter_elements_update",
-  "strided_slice",
-  "gather",
-  "slice",
-)
+OPS = ops.NAMES
 # ScatterElementsUpdate has reduction cases only, no vmap tier.
 VMAP_OPS = set(OPS) - {"scatter_elements_update"}
 CASES = (

@@ -20,7 +20,7 @@ import jaxops
 from jaxops import _common, _fold, _reduce, _sort, shapes
 from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
-from tests.support import modes, rejections
+from tests.support import modes, rejections, scatter
 from tests.support.asserts import assert_same, assert_same_bits
 from tests.support.reductions import nan_bits_case, np_scatter_elements
 
@@ -245,99 +245,77 @@ def test_bool_rules():
 
 # --- shape rule and bad inputs
 
+# name: (data, indices and updates as abstract values (`scatter.arrays`),
+#  kwargs, exception, message regex)
 BAD_INPUTS = {
   "rank_mismatch": (
-    ((3, 3), F32),
-    ((3,), I32),
-    ((3,), F32),
+    "f32[3,3] i32[3] f32[3]",
     {},
     ValueError,
     r"^rank\(indices\)=1 must equal rank\(data\)=2",
   ),
   "updates_shape": (
-    ((3, 3), F32),
-    ((2, 3), I32),
-    ((2, 2), F32),
+    "f32[3,3] i32[2,3] f32[2,2]",
     {},
     ValueError,
     r"^updates shape \(2, 2\) must equal indices shape \(2, 3\)",
   ),
   "non_axis_dim_too_long": (
-    ((3, 3), F32),
-    ((2, 4), I32),
-    ((2, 4), F32),
+    "f32[3,3] i32[2,4] f32[2,4]",
     {},
     ValueError,
     r"^indices.shape\[1\]=4 must be <= data.shape\[1\]=3",
   ),
   "axis_out_of_range": (
-    ((3, 3), F32),
-    ((2, 3), I32),
-    ((2, 3), F32),
+    "f32[3,3] i32[2,3] f32[2,3]",
     {"axis": 2},
     ValueError,
     r"^axis=2 must be in \[-r, r-1\] = \[-2, 1\]",
   ),
   "rank_0_data": (
-    ((), F32),
-    ((), I32),
-    ((), F32),
+    "f32[] i32[] f32[]",
     {},
     ValueError,
     r"^data must have rank >= 1",
   ),
   "bad_reduction": (
-    ((3,), F32),
-    ((2,), I32),
-    ((2,), F32),
+    "f32[3] i32[2] f32[2]",
     {"reduction": "sub"},
     ValueError,
     r"^reduction='sub' must be one of",
   ),
   "bool_mean": (
-    ((3,), np.bool_),
-    ((2,), I32),
-    ((2,), np.bool_),
+    "bool[3] i32[2] bool[2]",
     {"reduction": "mean"},
     TypeError,
     r"^reduction='mean' is not defined for bool data",
   ),
   "complex_max": (
-    ((3,), np.complex64),
-    ((2,), I32),
-    ((2,), np.complex64),
+    "c64[3] i32[2] c64[2]",
     {"reduction": "max"},
     TypeError,
     r"not defined for complex data",
   ),
   "float_indices": (
-    ((3,), F32),
-    ((2,), F32),
-    ((2,), F32),
+    "f32[3] f32[2] f32[2]",
     {},
     TypeError,
     r"^indices must have an integer dtype, got float32",
   ),
   "updates_dtype": (
-    ((3,), F32),
-    ((2,), I32),
-    ((2,), I32),
+    "f32[3] i32[2] i32[2]",
     {},
     TypeError,
     r"^updates dtype int32 must equal data dtype float32",
   ),
   "use_init_val_not_bool": (
-    ((3,), F32),
-    ((2,), I32),
-    ((2,), F32),
+    "f32[3] i32[2] f32[2]",
     {"use_init_val": 1},
     TypeError,
     r"^use_init_val must be a Python bool, got int 1",
   ),
   "bad_mode": (
-    ((3,), F32),
-    ((2,), I32),
-    ((2,), F32),
+    "f32[3] i32[2] f32[2]",
     {"mode": "fill"},
     ValueError,
     r"^mode='fill' must be one of",
@@ -347,7 +325,7 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
 def test_bad_inputs_raise_at_trace_time(name):
-  data, indices, updates, kwargs, exc, pattern = BAD_INPUTS[name]
+  avals, kwargs, exc, pattern = BAD_INPUTS[name]
   shape_only = exc is ValueError and set(kwargs) <= {"axis"}
   rejections.assert_rejected(
     OP,
@@ -355,46 +333,23 @@ def test_bad_inputs_raise_at_trace_time(name):
     pattern,
     operator=jaxops.scatter_elements_update,
     shape_rule=shapes.scatter_elements_update if shape_only else None,
-    arrays=(data, indices, updates),
+    arrays=scatter.arrays(avals),
     attrs=kwargs,
   )
 
 
-# Bad input a demanding new user tries, eagerly and under jit: what is not an
-# array, ragged lists, updates data's dtype does not hold, index lists no
-# int64 array holds. (data, indices, updates, expectation: `(exception,
-# message regex)` or one per x64 mode, `rejections.in_mode`).
-BAD_CALLS = {
-  **{
-    f"data_{name}": (value, [0], np.ones(1, F32), (exc, regex))
-    for name, (value, exc, regex) in rejections.BAD_DATA.items()
-  },
-  "ragged_index_list": (
-    np.zeros((2, 2), F32),
-    rejections.RAGGED_LIST,
-    np.ones((2, 2), F32),
-    (ValueError, rejections.ragged("indices")),
+# Bad input a demanding new user tries, eagerly and under jit
+# (`scatter.bad_calls`).
+BAD_CALLS = scatter.bad_calls(
+  [0],
+  (np.zeros((2, 2), F32), rejections.RAGGED_LIST, np.ones((2, 2), F32)),
+  (np.zeros((2, 2), F32), [[0, 1], [1, 0]], [[1.0], [2.0, 3.0]]),
+  lambda indices: (
+    np.zeros((2, 1), F32),
+    indices,
+    np.ones((len(indices), 1), F32),
   ),
-  "ragged_updates_list": (
-    np.zeros((2, 2), F32),
-    [[0, 1], [1, 0]],
-    [[1.0], [2.0, 3.0]],
-    (ValueError, rejections.ragged("updates")),
-  ),
-  **{
-    f"updates_{name}": (data, [0], updates, expectation)
-    for name, (data, updates, expectation) in rejections.BAD_UPDATES.items()
-  },
-  **{
-    f"index_list_{name}": (
-      np.zeros((2, 1), F32),
-      indices,
-      np.ones((len(indices), 1), F32),
-      (IndexError, regex),
-    )
-    for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
-  },
-}
+)
 
 
 @pytest.mark.parametrize("reduction", ("none", "sum"))

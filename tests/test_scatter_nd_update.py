@@ -21,7 +21,7 @@ import jaxops
 from jaxops import _duplicates as dup
 from jaxops import shapes
 from tests.support import generators as gen
-from tests.support import rejections
+from tests.support import rejections, scatter
 from tests.support.asserts import assert_same
 from tests.support.scatter import np_scatter_nd_update, random_case
 
@@ -79,13 +79,11 @@ def test_ir_layer_example_shape_rule_and_eval_shape():
 OP = "ScatterNDUpdate-3"
 F32, I32 = np.float32, np.int32
 
-# name: (data (shape, dtype), indices (shape, dtype), updates (shape, dtype),
+# name: (data, indices and updates as abstract values (`scatter.arrays`),
 #  kwargs, exception, message regex)
 BAD_INPUTS = {
   "updates_would_broadcast": (
-    ((4, 3), F32),
-    ((2, 1), I32),
-    ((1, 3), F32),
+    "f32[4,3] i32[2,1] f32[1,3]",
     {},
     ValueError,
     r"^updates shape \(1, 3\) must equal "
@@ -93,125 +91,95 @@ BAD_INPUTS = {
     r"are not broadcast",
   ),
   "updates_scalar_for_vector": (
-    ((4, 3), F32),
-    ((2, 2), I32),
-    ((), F32),
+    "f32[4,3] i32[2,2] f32[]",
     {},
     ValueError,
     r"updates shape \(\) must equal .* = \(2,\) with k=2",
   ),
   "updates_wrong_slice": (
-    ((4, 3), F32),
-    ((2, 1), I32),
-    ((2, 4), F32),
+    "f32[4,3] i32[2,1] f32[2,4]",
     {},
     ValueError,
     r"updates shape \(2, 4\) must equal .* = \(2, 3\)",
   ),
   "updates_two_elements_for_0d": (
-    ((4,), F32),
-    ((1,), I32),
-    ((2,), F32),
+    "f32[4] i32[1] f32[2]",
     {},
     ValueError,
     r"updates shape \(2,\) must equal .* = \(\) \(or \(1,\)\)",
   ),
   "k_greater_than_rank": (
-    ((4,), F32),
-    ((2, 2), I32),
-    ((2,), F32),
+    "f32[4] i32[2,2] f32[2]",
     {},
     ValueError,
     r"indices.shape\[-1\]=2 must be <= rank\(data\)=1 "
     r"\(data shape \(4,\), indices shape \(2, 2\), updates shape \(2,\)\)",
   ),
   "data_rank_0": (
-    ((), F32),
-    ((1,), I32),
-    ((), F32),
+    "f32[] i32[1] f32[]",
     {},
     ValueError,
     r"data must have rank >= 1, got rank 0",
   ),
   "indices_rank_0": (
-    ((4,), F32),
-    ((), I32),
-    ((), F32),
+    "f32[4] i32[] f32[]",
     {},
     ValueError,
     r"indices must have rank >= 1, got rank 0",
   ),
   "float_indices": (
-    ((4,), F32),
-    ((2, 1), F32),
-    ((2,), F32),
+    "f32[4] f32[2,1] f32[2]",
     {},
     TypeError,
     r"^indices must have an integer dtype, "
     r"got float32",
   ),
   "dtype_mismatch": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), np.float16),
+    "f32[4] i32[2,1] f16[2]",
     {},
     TypeError,
     r"updates dtype float16 must equal data dtype float32",
   ),
   "int_updates_for_float_data": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), I32),
+    "f32[4] i32[2,1] i32[2]",
     {},
     TypeError,
     r"updates dtype int32 must equal data dtype float32",
   ),
   "bad_mode": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), F32),
+    "f32[4] i32[2,1] f32[2]",
     {"mode": "wrap"},
     ValueError,
     r"mode='wrap' must be one of \('drop', 'clip', "
     r"'promise_in_bounds'\)",
   ),
   "unique_not_bool": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), F32),
+    "f32[4] i32[2,1] f32[2]",
     {"unique_indices": 1},
     TypeError,
     r"unique_indices must be a Python bool, got int 1",
   ),
   "explicit_reduction_none": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), F32),
+    "f32[4] i32[2,1] f32[2]",
     {"reduction": "none", "mode": "wrap"},
     ValueError,
     r"^mode='wrap' must be one of",
   ),
   "unknown_reduction": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), F32),
+    "f32[4] i32[2,1] f32[2]",
     {"reduction": "mean"},
     ValueError,
     r"^reduction='mean' must be one of \('none', 'sum', 'sub', 'prod', "
     r"'min', 'max'\)",
   ),
   "reduction_not_a_string": (
-    ((4,), F32),
-    ((2, 1), I32),
-    ((2,), F32),
+    "f32[4] i32[2,1] f32[2]",
     {"reduction": None},
     ValueError,
     r"^reduction=None must be one of",
   ),
   "min_of_complex": (
-    ((4,), np.complex64),
-    ((2, 1), I32),
-    ((2,), np.complex64),
+    "c64[4] i32[2,1] c64[2]",
     {"reduction": "min"},
     TypeError,
     r"^reduction='min' is not defined for complex data",
@@ -236,12 +204,12 @@ def op_of(reduction):
     (name, reduction)
     for name, row in BAD_INPUTS.items()
     for reduction in (
-      (row[3]["reduction"],) if "reduction" in row[3] else ("default", "sum")
+      (row[1]["reduction"],) if "reduction" in row[1] else ("default", "sum")
     )
   ],
 )
 def test_bad_inputs_raise_at_trace_time(name, reduction):
-  data, indices, updates, kwargs, exc, pattern = BAD_INPUTS[name]
+  avals, kwargs, exc, pattern = BAD_INPUTS[name]
   attrs = dict(kwargs)
   if reduction != "default":
     attrs["reduction"] = reduction
@@ -254,36 +222,22 @@ def test_bad_inputs_raise_at_trace_time(name, reduction):
     shape_rule=shapes.scatter_nd_update
     if exc is ValueError and not attrs
     else None,
-    arrays=(data, indices, updates),
+    arrays=scatter.arrays(avals),
     attrs=attrs,
   )
 
 
-# Bad input a demanding new user tries, eagerly and under jit: what is not an
-# array, ragged lists, updates data's dtype does not hold, index lists no
-# int64 array holds. (data, indices, updates, expectation: `(exception,
-# message regex)` or one per x64 mode, `rejections.in_mode`).
+# Bad input a demanding new user tries, eagerly and under jit
+# (`scatter.bad_calls`), and a Python int updates scalar data's dtype does not
+# hold. (data, indices, updates, expectation: `(exception, message regex)` or
+# one per x64 mode, `rejections.in_mode`).
 BAD_CALLS = {
-  **{
-    f"data_{name}": (value, [[0]], np.ones(1, np.float32), (exc, regex))
-    for name, (value, exc, regex) in rejections.BAD_DATA.items()
-  },
-  "ragged_index_list": (
-    np.zeros(3, np.float32),
-    rejections.RAGGED_LIST,
-    np.ones(2, np.float32),
-    (ValueError, rejections.ragged("indices")),
+  **scatter.bad_calls(
+    [[0]],
+    (np.zeros(3, F32), rejections.RAGGED_LIST, np.ones(2, F32)),
+    (np.zeros((3, 2), F32), [[0], [1]], [[1.0, 2.0], [3.0]]),
+    lambda indices: (np.zeros(2, F32), indices, np.ones(len(indices), F32)),
   ),
-  "ragged_updates_list": (
-    np.zeros((3, 2), np.float32),
-    [[0], [1]],
-    [[1.0, 2.0], [3.0]],
-    (ValueError, rejections.ragged("updates")),
-  ),
-  **{
-    f"updates_{name}": (data, [[0]], updates, expectation)
-    for name, (data, updates, expectation) in rejections.BAD_UPDATES.items()
-  },
   "python_int_2**40_scalar_into_int32": (
     np.zeros(3, np.int32),
     [0],
@@ -293,15 +247,6 @@ BAD_CALLS = {
       r"^updates value 1099511627776 does not fit data dtype int32",
     ),
   ),
-  **{
-    f"index_list_{name}": (
-      np.zeros(2, np.float32),
-      indices,
-      np.ones(len(indices), np.float32),
-      (IndexError, regex),
-    )
-    for name, (indices, regex) in rejections.BIG_INDEX_LISTS.items()
-  },
 }
 
 
@@ -812,17 +757,13 @@ def test_repeat_tests_match_numpy_on_random_targets(slots):
     assert [bool(g) for g in got] == [repeats, repeats], (targets, in_bounds)
 
 
-@pytest.mark.exhaustive(default=2)
-@pytest.mark.parametrize("strategy", REPEAT_TESTED)
-@pytest.mark.covering_modes
-def test_searches_under_vmap_mixed_batch(strategy):
-  """One repeat test for the whole batch: the search stays behind a cond."""
-  rng = np.random.default_rng(13)
-  cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
+def _check_batch(strategy, kinds, cases, rng, conds):
+  """`jax.vmap` of the scatter with `strategy` over `cases` (the arrays of
+  `kinds`, stacked): each member's output against the loop and its updates'
+  gradient (a cotangent drawn from `rng`) against `_expected_updates_grad`;
+  with a repeat test, at least `conds` conds in the batched jaxpr."""
   data, indices, updates = (np.stack(arrays) for arrays in zip(*cases))
-  update = lambda d, i, u: jaxops.scatter_nd_update(
-    d, i, u, _strategy=STRATEGIES[strategy]
-  )
+  update = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, _strategy=strategy)
   out = jax.jit(jax.vmap(update))(data, indices, updates)
   cotangent = rng.standard_normal(data.shape).astype(np.float32)
   grad_u = jax.jit(
@@ -830,18 +771,28 @@ def test_searches_under_vmap_mixed_batch(strategy):
       jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
     )
   )(data, indices, updates, cotangent)
-  for j, kind in enumerate(REPEAT_KINDS):
+  for j, kind in enumerate(kinds):
     assert_same(
       out[j], np_scatter_nd_update(data[j], indices[j], updates[j]), kind
     )
     assert_same(
       grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), kind
     )
+  if strategy.repeat_test is not dup.RepeatTest.NONE:
+    jaxpr = str(jax.make_jaxpr(jax.vmap(update))(data, indices, updates))
+    assert jaxpr.count("cond[") >= conds, jaxpr
+
+
+@pytest.mark.exhaustive(default=2)
+@pytest.mark.parametrize("strategy", REPEAT_TESTED)
+@pytest.mark.covering_modes
+def test_searches_under_vmap_mixed_batch(strategy):
+  """One repeat test for the whole batch: the search stays behind a cond."""
+  rng = np.random.default_rng(13)
+  cases = [_repeat_case(rng, kind) for kind in REPEAT_KINDS]
   # A batched predicate would have turned each cond into a select running
   # both branches.
-  if STRATEGIES[strategy].repeat_test is not dup.RepeatTest.NONE:
-    jaxpr = jax.make_jaxpr(jax.vmap(update))(data, indices, updates)
-    assert "cond[" in str(jaxpr), jaxpr
+  _check_batch(STRATEGIES[strategy], REPEAT_KINDS, cases, rng, conds=1)
 
 
 def test_small_default_call_runs_inline():
@@ -1043,30 +994,10 @@ def test_sorted_indices_eager_equals_jit(jax_mode, strategy):
 @pytest.mark.covering_modes
 def test_sorted_indices_under_vmap(jax_mode, strategy, kinds):
   """One sorted test for the whole batch, in front of the repeat test."""
-  strategy = _in_mode(strategy, jax_mode)
-  data, indices, updates = (
-    np.stack(arrays) for arrays in zip(*map(_sorted_case, kinds))
-  )
-  update = lambda d, i, u: jaxops.scatter_nd_update(d, i, u, _strategy=strategy)
-  out = jax.jit(jax.vmap(update))(data, indices, updates)
-  cotangent = np.random.default_rng(19).standard_normal(data.shape)
-  cotangent = cotangent.astype(np.float32)
-  grad_u = jax.jit(
-    jax.vmap(
-      jax.grad(lambda d, i, u, c: jnp.sum(update(d, i, u) * c), argnums=2)
-    )
-  )(data, indices, updates, cotangent)
-  for j, kind in enumerate(kinds):
-    assert_same(
-      out[j], np_scatter_nd_update(data[j], indices[j], updates[j]), kind
-    )
-    assert_same(
-      grad_u[j], _expected_updates_grad(indices[j], cotangent[j]), kind
-    )
+  cases = [_sorted_case(kind) for kind in kinds]
+  rng = np.random.default_rng(19)
   # Unbatched predicates: the sorted test and the repeat test stay conds.
-  if strategy.repeat_test is not dup.RepeatTest.NONE:
-    jaxpr = str(jax.make_jaxpr(jax.vmap(update))(data, indices, updates))
-    assert jaxpr.count("cond[") >= 2, jaxpr
+  _check_batch(_in_mode(strategy, jax_mode), kinds, cases, rng, conds=2)
 
 
 def _winner_mask(data_shape, indices):

@@ -87,11 +87,8 @@ def case(
 
   slice_elems = math.prod(data_shape[axis + 1 :])
   reads = math.prod(data_shape[b:axis]) * math.prod(indices_shape)
-  traffic = Traffic.random(
-    streamed=4 * math.prod(indices_shape) + 4 * reads * slice_elems,
-    accesses=reads,
-    access_bytes=4 * slice_elems,
-    cap=4 * math.prod(data_shape),
+  traffic = Traffic.indexed(
+    math.prod(indices_shape), reads, slice_elems, math.prod(data_shape)
   )
   return Case(
     op="gather",
@@ -143,9 +140,7 @@ def cases(smoke: bool) -> list[Case]:
 
 
 BARS = (
-  *bars.peer_bars(),
-  bars.FILL_VS_CLIP,
-  bars.GRAD_VS_PLAIN,
+  *bars.GATHER_BARS,
   bars.Ratio(
     "fwd+bwd not behind autodiff of plain jnp.take / indexing",
     (("jaxops.grad", "plain.grad"),),

@@ -16,21 +16,17 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints, vmap_case
+from bench.harness import (
+  Case,
+  Traffic,
+  broadcast_batch,
+  small_ints,
+  sweep_case,
+  vmap_cases,
+)
 
 
-def case(
-  name,
-  tier,
-  data_shape,
-  indices_shape,
-  axis,
-  *,
-  sweep=None,
-  size=None,
-  grad=True,
-  peers=True,
-):
+def case(name, tier, data_shape, indices_shape, axis):
 
   def make_inputs(rng):
     data = small_ints(rng, data_shape, 3)
@@ -46,9 +42,7 @@ def case(
     data_shape[d] if d == axis else indices_shape[d]
     for d in range(len(data_shape))
   )
-  traffic = Traffic.random(
-    streamed=4 * n + 4 * n, accesses=n, access_bytes=4, cap=4 * reachable
-  )
+  traffic = Traffic.indexed(n, n, 1, reachable)
 
   def torch_form(d, i):
     import torch
@@ -77,48 +71,33 @@ def case(
     ),
     torch=torch_form,
     grad_forms=("jaxops", "plain"),
-    sweep=sweep,
-    size=size,
-    grad=grad,
-    peers=peers,
   )
 
 
-def _broadcast(x, batch):
-  return jnp.broadcast_to(x, (batch,) + x.shape)
-
-
-def vmap_cases(batch, data_shape, indices_shape, axis) -> list[Case]:
+def batched_cases(batch, data_shape, indices_shape, axis) -> list[Case]:
   """vmap over data and indices, data only, indices only."""
   base = case("vmap", "vmap", data_shape, indices_shape, axis)
-  forms = ("jaxops", "jaxops_clip")
   a = axis + 1
-  return [
-    vmap_case(
-      base,
-      "vmap_both",
-      batch,
-      (0, 0),
-      lambda d, i: jaxops.gather_elements(d, i, axis=a),
-      forms=forms,
-    ),
-    vmap_case(
-      base,
-      "vmap_data",
-      batch,
-      (0, None),
-      lambda d, i: jaxops.gather_elements(d, _broadcast(i, batch), axis=a),
-      forms=forms,
-    ),
-    vmap_case(
-      base,
-      "vmap_indices",
-      batch,
-      (None, 0),
-      lambda d, i: jaxops.gather_elements(_broadcast(d, batch), i, axis=a),
-      forms=forms,
-    ),
-  ]
+  return vmap_cases(
+    base,
+    batch,
+    {
+      "vmap_both": ((0, 0), lambda d, i: jaxops.gather_elements(d, i, axis=a)),
+      "vmap_data": (
+        (0, None),
+        lambda d, i: jaxops.gather_elements(
+          d, broadcast_batch(i, batch), axis=a
+        ),
+      ),
+      "vmap_indices": (
+        (None, 0),
+        lambda d, i: jaxops.gather_elements(
+          broadcast_batch(d, batch), i, axis=a
+        ),
+      ),
+    },
+    forms=("jaxops", "jaxops_clip"),
+  )
 
 
 def cases(smoke: bool) -> list[Case]:
@@ -132,7 +111,7 @@ def cases(smoke: bool) -> list[Case]:
     ]
     rows = [4, 12, 40, 128, 400]
     cols = (32, 8)
-    out += vmap_cases(4, (16, 16), (16, 4), 1)
+    out += batched_cases(4, (16, 16), (16, 4), 1)
   else:
     out += [
       case("axis1", "large", (4096, 1024), (4096, 256), 1),
@@ -143,18 +122,12 @@ def cases(smoke: bool) -> list[Case]:
     ]
     rows = [41, 130, 410, 1295, 4096]
     cols = (1024, 256)
-    out += vmap_cases(32, (256, 256), (256, 64), 1)
+    out += batched_cases(32, (256, 256), (256, 64), 1)
   out += [
-    case(
-      f"sweep_rows{r}",
-      "sweep",
-      (r, cols[0]),
-      (r, cols[1]),
-      1,
-      sweep="indices",
-      size=r * cols[1],
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_rows{r}", "sweep", (r, cols[0]), (r, cols[1]), 1),
+      "indices",
+      r * cols[1],
     )
     for r in rows
   ]
@@ -162,9 +135,7 @@ def cases(smoke: bool) -> list[Case]:
 
 
 BARS = (
-  *bars.peer_bars(),
-  bars.FILL_VS_CLIP,
-  bars.GRAD_VS_PLAIN,
+  *bars.GATHER_BARS,
   bars.vmap_bar("the equivalent call on axis + 1"),
   bars.Compile("compile under 2 s (including the 8192-long gathered axis)"),
 )

@@ -18,7 +18,14 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import Case, Traffic, small_ints, vmap_case
+from bench.harness import (
+  Case,
+  Traffic,
+  broadcast_batch,
+  small_ints,
+  sweep_case,
+  vmap_cases,
+)
 
 
 def plain(data, indices, batch_dims):
@@ -53,18 +60,7 @@ def torch_form(batch_dims):
   return fn
 
 
-def case(
-  name,
-  tier,
-  data_shape,
-  indices_shape,
-  batch_dims,
-  *,
-  sweep=None,
-  size=None,
-  grad=True,
-  peers=True,
-):
+def case(name, tier, data_shape, indices_shape, batch_dims):
   b = batch_dims
   k = indices_shape[-1]
   sizes = np.asarray(data_shape[b : b + k])
@@ -76,11 +72,8 @@ def case(
 
   slice_elems = math.prod(data_shape[b + k :])
   tuples = math.prod(indices_shape[:-1])
-  traffic = Traffic.random(
-    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-    accesses=tuples,
-    access_bytes=4 * slice_elems,
-    cap=4 * math.prod(data_shape),
+  traffic = Traffic.indexed(
+    math.prod(indices_shape), tuples, slice_elems, math.prod(data_shape)
   )
   return Case(
     op="gather_nd",
@@ -106,48 +99,28 @@ def case(
     ),
     torch=torch_form(b),
     grad_forms=("jaxops", "plain"),
-    sweep=sweep,
-    size=size,
-    grad=grad,
-    peers=peers,
   )
 
 
-def _broadcast(x, batch):
-  return jnp.broadcast_to(x, (batch,) + x.shape)
-
-
-def vmap_cases(batch, data_shape, indices_shape) -> list[Case]:
+def batched_cases(batch, data_shape, indices_shape) -> list[Case]:
   """vmap over data and indices, data only, indices only (batch_dims 0)."""
   base = case("vmap", "vmap", data_shape, indices_shape, 0)
-  forms = ("jaxops", "jaxops_clip")
-  return [
-    vmap_case(
-      base,
-      "vmap_both",
-      batch,
-      (0, 0),
-      lambda d, i: jaxops.gather_nd(d, i, batch_dims=1),
-      forms=forms,
-    ),
-    vmap_case(
-      base,
-      "vmap_data",
-      batch,
-      (0, None),
-      lambda d, i: jaxops.gather_nd(d, _broadcast(i, batch), batch_dims=1),
-      forms=forms,
-    ),
-    # With batch_dims=0 the batch of index arrays is just more tuples.
-    vmap_case(
-      base,
-      "vmap_indices",
-      batch,
-      (None, 0),
-      lambda d, i: jaxops.gather_nd(d, i),
-      forms=forms,
-    ),
-  ]
+  return vmap_cases(
+    base,
+    batch,
+    {
+      "vmap_both": ((0, 0), lambda d, i: jaxops.gather_nd(d, i, batch_dims=1)),
+      "vmap_data": (
+        (0, None),
+        lambda d, i: jaxops.gather_nd(
+          d, broadcast_batch(i, batch), batch_dims=1
+        ),
+      ),
+      # With batch_dims=0 the batch of index arrays is just more tuples.
+      "vmap_indices": ((None, 0), lambda d, i: jaxops.gather_nd(d, i)),
+    },
+    forms=("jaxops", "jaxops_clip"),
+  )
 
 
 def cases(smoke: bool) -> list[Case]:
@@ -159,7 +132,7 @@ def cases(smoke: bool) -> list[Case]:
     ]
     sweep = [100, 300, 1000, 3000, 10000]
     data = (64, 64)
-    out += vmap_cases(4, (16, 16), (32, 2))
+    out += batched_cases(4, (16, 16), (32, 2))
   else:
     out = [
       case("ir_b0", "ir", (1000, 256, 10, 15), (25, 125, 3), 0),
@@ -169,28 +142,16 @@ def cases(smoke: bool) -> list[Case]:
     ]
     sweep = [10486, 33159, 104858, 331582, 1048576]
     data = (4096, 4096)
-    out += vmap_cases(32, (256, 256), (8192, 2))
+    out += batched_cases(32, (256, 256), (8192, 2))
   out += [
-    case(
-      f"sweep_n{n}",
-      "sweep",
-      data,
-      (n, 2),
-      0,
-      sweep="tuples",
-      size=n,
-      grad=False,
-      peers=False,
-    )
+    sweep_case(case(f"sweep_n{n}", "sweep", data, (n, 2), 0), "tuples", n)
     for n in sweep
   ]
   return out
 
 
 BARS = (
-  *bars.peer_bars(),
-  bars.FILL_VS_CLIP,
-  bars.GRAD_VS_PLAIN,
+  *bars.GATHER_BARS,
   bars.vmap_bar("the equivalent batch_dims + 1 call"),
   bars.Compile("compile under 2 s"),
 )

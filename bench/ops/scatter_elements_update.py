@@ -93,12 +93,8 @@ def case(name, tier, data_shape, n, reduction, *, grad=True, ascending=False):
     return data, indices, small_ints(rng, index_shape, 3)
 
   elems = math.prod(index_shape)
-  traffic = Traffic.random(
-    streamed=8 * elems,
-    accesses=elems,
-    access_bytes=4,
-    cap=4 * math.prod(data_shape),
-    copy=8 * math.prod(data_shape),
+  traffic = Traffic.indexed(
+    elems, elems, 1, math.prod(data_shape), copy_data=True
   )
   torch_reduce = _TORCH[reduction]
 

@@ -29,9 +29,11 @@ from bench.harness import (
   TIES_SPLIT,
   Case,
   Traffic,
+  broadcast_batch,
   small_ints,
+  sweep_case,
   tied_extrema,
-  vmap_case,
+  vmap_cases,
 )
 
 _UNDEFINED = "index_put_ leaves the winner of duplicate indices undefined"
@@ -90,10 +92,7 @@ def case(
   data_shape,
   indices_shape,
   *,
-  sweep=None,
-  size=None,
   grad=True,
-  peers=True,
   duplicates=None,
   order=None,
 ):
@@ -111,14 +110,13 @@ def case(
     updates = small_ints(rng, updates_shape, 3)
     return data, indices, updates
 
-  data_bytes = 4 * math.prod(data_shape)
   # Donated: read indices and updates, write the updated slices in place.
-  traffic = Traffic.random(
-    streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-    accesses=tuples,
-    access_bytes=4 * slice_elems,
-    cap=data_bytes,
-    copy=2 * data_bytes,
+  traffic = Traffic.indexed(
+    math.prod(indices_shape),
+    tuples,
+    slice_elems,
+    math.prod(data_shape),
+    copy_data=True,
   )
   forms = {
     "jaxops": lambda d, i, u: jaxops.scatter_nd_update(d, i, u),
@@ -160,10 +158,7 @@ def case(
     peer_threads=None if unique else 1,
     unique=unique,
     excluded={} if unique else _DUPLICATES,
-    sweep=sweep,
-    size=size,
     grad=grad,
-    peers=peers,
   )
 
 
@@ -239,12 +234,12 @@ def reduction_case(
       "plain_reduce": _PLAIN_REDUCE[reduction],
     },
     diff_argnums=(0, 2),
-    traffic=Traffic.random(
-      streamed=4 * math.prod(indices_shape) + 4 * tuples * slice_elems,
-      accesses=tuples,
-      access_bytes=4 * slice_elems,
-      cap=4 * math.prod(data_shape),
-      copy=8 * math.prod(data_shape),
+    traffic=Traffic.indexed(
+      math.prod(indices_shape),
+      tuples,
+      slice_elems,
+      math.prod(data_shape),
+      copy_data=True,
     ),
     openvino=lambda d, i, u: _opset15().scatter_nd_update(d, i, u, reduction),
     onnx=lambda inputs: runtimes.onnx_model(
@@ -309,47 +304,34 @@ def _with_batch(indices):
   return jnp.concatenate([position, indices], axis=-1)
 
 
-def _broadcast(x, batch):
-  return jnp.broadcast_to(x, (batch,) + x.shape)
-
-
-def vmap_cases(batch, data_shape, indices_shape) -> list[Case]:
+def batched_cases(batch, data_shape, indices_shape) -> list[Case]:
   """vmap over all three arguments, data only, indices and updates only."""
   base = case("vmap", "vmap", data_shape, indices_shape)
-  forms = ("jaxops", "jaxops_unique")
   b = batch
-  return [
-    vmap_case(
-      base,
-      "vmap_both",
-      b,
-      (0, 0, 0),
-      lambda d, i, u: jaxops.scatter_nd_update(d, _with_batch(i), u),
-      forms=forms,
-      donate=True,
-    ),
-    vmap_case(
-      base,
-      "vmap_data",
-      b,
-      (0, None, None),
-      lambda d, i, u: jaxops.scatter_nd_update(
-        d, _with_batch(_broadcast(i, b)), _broadcast(u, b)
+  return vmap_cases(
+    base,
+    b,
+    {
+      "vmap_both": (
+        (0, 0, 0),
+        lambda d, i, u: jaxops.scatter_nd_update(d, _with_batch(i), u),
       ),
-      forms=forms,
-      donate=True,
-    ),
-    vmap_case(
-      base,
-      "vmap_indices",
-      b,
-      (None, 0, 0),
-      lambda d, i, u: jaxops.scatter_nd_update(
-        _broadcast(d, b), _with_batch(i), u
+      "vmap_data": (
+        (0, None, None),
+        lambda d, i, u: jaxops.scatter_nd_update(
+          d, _with_batch(broadcast_batch(i, b)), broadcast_batch(u, b)
+        ),
       ),
-      forms=forms,
-    ),
-  ]
+      "vmap_indices": (
+        (None, 0, 0),
+        lambda d, i, u: jaxops.scatter_nd_update(
+          broadcast_batch(d, b), _with_batch(i), u
+        ),
+      ),
+    },
+    forms=("jaxops", "jaxops_unique"),
+    donate=True,
+  )
 
 
 def cases(smoke: bool) -> list[Case]:
@@ -362,7 +344,7 @@ def cases(smoke: bool) -> list[Case]:
       [4, 12, 40, 128, 400],
       32,
     )
-    vmap = vmap_cases(4, (16, 16), (32, 2))
+    vmap = batched_cases(4, (16, 16), (32, 2))
     cache = ((64, 4, 8), (8, 1))
   else:
     ir = ((1000, 256, 10, 15), (25, 125, 3))
@@ -373,7 +355,7 @@ def cases(smoke: bool) -> list[Case]:
       [41, 130, 410, 1295, 4096],
       16384,
     )
-    vmap = vmap_cases(32, (256, 256), (4096, 2))
+    vmap = batched_cases(32, (256, 256), (4096, 2))
     # 64 new positions of a [4096, 8, 128] KV cache (tokens, heads, dim).
     cache = ((4096, 8, 128), (64, 1))
   out = [
@@ -392,28 +374,16 @@ def cases(smoke: bool) -> list[Case]:
   # Donated time must follow the number of updates (first sweep) and not the
   # data size (second sweep, fixed number of updates).
   out += [
-    case(
-      f"sweep_updates{n}",
-      "sweep",
-      (side, side),
-      (n, 2),
-      sweep="updates",
-      size=n,
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_updates{n}", "sweep", (side, side), (n, 2)), "updates", n
     )
     for n in updates
   ]
   out += [
-    case(
-      f"sweep_rows{r}",
-      "sweep",
-      (r, side),
-      (fixed, 2),
-      sweep="data_elements",
-      size=r * side,
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_rows{r}", "sweep", (r, side), (fixed, 2)),
+      "data_elements",
+      r * side,
     )
     for r in rows
   ]

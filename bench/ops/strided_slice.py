@@ -20,7 +20,14 @@ import numpy as np
 
 import jaxops
 from bench import bars, runtimes
-from bench.harness import CACHE_LINE, Case, Traffic, small_ints, vmap_case
+from bench.harness import (
+  CACHE_LINE,
+  Case,
+  Traffic,
+  small_ints,
+  sweep_case,
+  vmap_case,
+)
 
 
 def _line_traffic(data_shape, index) -> tuple[int, int]:
@@ -96,18 +103,7 @@ def _torch_form(data_shape, index):
   return fn
 
 
-def case(
-  name,
-  tier,
-  data_shape,
-  attrs,
-  index,
-  *,
-  sweep=None,
-  size=None,
-  grad=True,
-  peers=True,
-):
+def case(name, tier, data_shape, attrs, index):
   """`attrs`: begin, end, strides and masks; `index`: the Python index."""
   rank = len(attrs["begin"])
   masks = {
@@ -152,10 +148,6 @@ def case(
     ),
     onnx=lambda inputs: _onnx(inputs, data_shape, index),
     torch=_torch_form(data_shape, index),
-    sweep=sweep,
-    size=size,
-    grad=grad,
-    peers=peers,
   )
 
 
@@ -216,16 +208,10 @@ def cases(smoke: bool) -> list[Case]:
     else vmap_slice(16, (2, 32, 64, 64)),
   ]
   out += [
-    case(
-      f"sweep_n{n}",
-      "sweep",
-      (n, *tail),
-      _LARGE,
-      _LARGE_INDEX,
-      sweep="data_elements",
-      size=n * math.prod(tail),
-      grad=False,
-      peers=False,
+    sweep_case(
+      case(f"sweep_n{n}", "sweep", (n, *tail), _LARGE, _LARGE_INDEX),
+      "data_elements",
+      n * math.prod(tail),
     )
     for n in sweep
   ]

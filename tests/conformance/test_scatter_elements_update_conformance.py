@@ -247,36 +247,11 @@ def _onnx_cases():
   return cases
 
 
-_FROM_ONNX = {v: k for k, v in sr.ONNX_REDUCTION.items()}
-
-
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])
 def test_onnx_node_cases(case):
   _, inputs, expected, attrs = case
-  reduction = attrs.get("reduction", "none")
-  reduction = _FROM_ONNX[
-    reduction.decode() if isinstance(reduction, bytes) else reduction
-  ]
-  got = _jitted(attrs.get("axis", 0), reduction, True)(*inputs)
+  got = _jitted(attrs.get("axis", 0), sr.reduction_of(attrs), True)(*inputs)
   assert_same(got, expected)
-
-
-@functools.cache
-def _long_run_runtimes(reduction):
-  case = sr.long_run_case(reduction, elements=True)
-  runtimes = {
-    "OpenVINO": oracles.openvino_cpu(
-      functools.partial(_node, 0, reduction, True), case.inputs, threads=1
-    )
-  }
-  if reduction in sr.ONNX_REDUCTION:
-    runtimes["onnxruntime"] = oracles.onnxruntime(
-      "ScatterElements",
-      [case.data, case.indices.astype(np.int64), case.updates],
-      {"axis": 0, "reduction": sr.ONNX_REDUCTION[reduction]},
-      threads=1,
-    )
-  return case, runtimes
 
 
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
@@ -284,8 +259,10 @@ def _long_run_runtimes(reduction):
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).
-  case, runtimes = _long_run_runtimes(reduction)
-  fresh = jax.jit(
-    lambda d, i, u: jaxops.scatter_elements_update(d, i, u, reduction=reduction)
+  sr.check_runs_longer_than_a_chunk(
+    reduction,
+    scatter_order,
+    jaxops.scatter_elements_update,
+    functools.partial(_node, 0, reduction, True),
+    elements=True,
   )
-  sr.assert_long_run(case, fresh(*case.inputs), scatter_order, runtimes)

@@ -169,23 +169,16 @@ def _onnx_cases():
   cases = [
     c
     for c in oracles.onnx_node_cases("ScatterND")
-    if c[3].get("reduction", b"none") not in (b"none", "none")
+    if sr.reduction_of(c[3]) != "none"
   ]
   assert len(cases) >= 4, "onnx ships ScatterND add/mul/max/min cases"
   return cases
 
 
-_FROM_ONNX = {v: k for k, v in sr.ONNX_REDUCTION.items()}
-
-
 @pytest.mark.parametrize("case", _onnx_cases(), ids=lambda c: c[0])
 def test_onnx_node_cases(case):
   _, inputs, expected, attrs = case
-  reduction = attrs["reduction"]
-  reduction = _FROM_ONNX[
-    reduction.decode() if isinstance(reduction, bytes) else reduction
-  ]
-  assert_same(_jitted(reduction)(*inputs), expected)
+  assert_same(_jitted(sr.reduction_of(attrs))(*inputs), expected)
 
 
 # The spec's examples: data [1, 2, 3, 4], indices [0, 2, -3, -3, 0], updates
@@ -270,31 +263,15 @@ def test_onnxruntime_multithreaded_reductions_lose_updates():
     assert np.all(got <= want) and np.all(got[1] == 0)
 
 
-@functools.cache
-def _long_run_runtimes(reduction):
-  case = sr.long_run_case(reduction, elements=False)
-  runtimes = {
-    "OpenVINO": oracles.openvino_cpu(
-      functools.partial(_node, reduction), case.inputs, threads=1
-    )
-  }
-  if reduction in sr.ONNX_REDUCTION:
-    runtimes["onnxruntime"] = oracles.onnxruntime(
-      "ScatterND",
-      [case.data, case.indices.astype(np.int64), case.updates],
-      {"reduction": sr.ONNX_REDUCTION[reduction]},
-      threads=1,
-    )
-  return case, runtimes
-
-
 @pytest.mark.parametrize("reduction", ("sum", "sub", "prod"))
 @pytest.mark.scatter_orders
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).
-  case, runtimes = _long_run_runtimes(reduction)
-  fresh = jax.jit(
-    lambda d, i, u: jaxops.scatter_nd_update(d, i, u, reduction=reduction)
+  sr.check_runs_longer_than_a_chunk(
+    reduction,
+    scatter_order,
+    jaxops.scatter_nd_update,
+    functools.partial(_node, reduction),
+    elements=False,
   )
-  sr.assert_long_run(case, fresh(*case.inputs), scatter_order, runtimes)

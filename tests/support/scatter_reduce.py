@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from tests.support import generators as gen
-from tests.support import reductions
+from tests.support import oracles, reductions
 from tests.support.asserts import assert_same
 
 ND_REDUCTIONS = ("none", "sum", "sub", "prod", "min", "max")
@@ -35,6 +36,18 @@ ONNX_REDUCTION = {
   "min": "min",
   "max": "max",
 }
+_FROM_ONNX = {onnx: ours for ours, onnx in ONNX_REDUCTION.items()}
+
+
+def reduction_of(attrs: dict[str, Any]) -> str:
+  """The reduction of an ONNX node case (`oracles.onnx_node_cases`) by its
+  attributes, in jaxops' name ("none" where it has none)."""
+  reduction = attrs.get("reduction", "none")
+  return _FROM_ONNX[
+    reduction.decode() if isinstance(reduction, bytes) else reduction
+  ]
+
+
 # The data dtypes compared on onnxruntime.
 ORT_DTYPES = (
   np.float32,
@@ -150,15 +163,27 @@ def assert_plugin_and_spec(case, got, plugin_model, ours):
 
 
 @dataclasses.dataclass
-class NDCase:
+class _Case:
+  """What both operators' cases hold: the three arrays."""
+
   data: np.ndarray
   indices: np.ndarray
   updates: np.ndarray
-  reduction: str
 
   @property
   def inputs(self) -> list[np.ndarray]:
     return [self.data, self.indices, self.updates]
+
+  def _arrays(self) -> str:
+    return (
+      f"data {self.data.dtype}{list(self.data.shape)} "
+      f"indices {self.indices.dtype}{list(self.indices.shape)}"
+    )
+
+
+@dataclasses.dataclass
+class NDCase(_Case):
+  reduction: str
 
   def expected(self, chunk: int | None = None) -> np.ndarray:
     return reductions.np_scatter_nd_reduce(
@@ -166,24 +191,14 @@ class NDCase:
     )
 
   def describe(self) -> str:
-    return (
-      f"{self.reduction} data {self.data.dtype}{list(self.data.shape)} "
-      f"indices {self.indices.dtype}{list(self.indices.shape)}"
-    )
+    return f"{self.reduction} {self._arrays()}"
 
 
 @dataclasses.dataclass
-class ElementsCase:
-  data: np.ndarray
-  indices: np.ndarray
-  updates: np.ndarray
+class ElementsCase(_Case):
   axis: int
   reduction: str
   use_init_val: bool
-
-  @property
-  def inputs(self) -> list[np.ndarray]:
-    return [self.data, self.indices, self.updates]
 
   def expected(self, chunk: int | None = None) -> np.ndarray:
     return reductions.np_scatter_elements(
@@ -193,8 +208,7 @@ class ElementsCase:
   def describe(self) -> str:
     return (
       f"{self.reduction} use_init_val={self.use_init_val} axis={self.axis} "
-      f"data {self.data.dtype}{list(self.data.shape)} "
-      f"indices {self.indices.dtype}{list(self.indices.shape)}"
+      f"{self._arrays()}"
     )
 
 
@@ -337,3 +351,50 @@ def assert_long_run(case, got, order: str, runtimes: dict[str, np.ndarray]):
   chunked = case.expected(chunk=_fold.CHUNK)
   assert not np.array_equal(chunked, serial)
   assert_same(got, chunked, case.describe())
+
+
+# The runtimes' outputs on `long_run_case`, by (reduction, elements): one
+# OpenVINO compilation per reduction and operator, whichever scatter order
+# the test runs in.
+_LONG_RUN_RUNTIMES: dict[tuple[str, bool], tuple[Any, dict[str, Any]]] = {}
+
+
+def _long_run_runtimes(reduction: str, *, elements: bool, node: Callable):
+  """(`long_run_case`, each runtime's output on it): OpenVINO's CPU plugin
+  (`node(data, indices, updates)` builds its node) and, for the reductions
+  ONNX has, onnxruntime, both on one thread."""
+  key = (reduction, elements)
+  if key in _LONG_RUN_RUNTIMES:
+    return _LONG_RUN_RUNTIMES[key]
+  case = long_run_case(reduction, elements=elements)
+  runtimes = {"OpenVINO": oracles.openvino_cpu(node, case.inputs, threads=1)}
+  if reduction in ONNX_REDUCTION:
+    attrs = {"reduction": ONNX_REDUCTION[reduction]}
+    runtimes["onnxruntime"] = oracles.onnxruntime(
+      "ScatterElements" if elements else "ScatterND",
+      [case.data, case.indices.astype(np.int64), case.updates],
+      {"axis": 0, **attrs} if elements else attrs,
+      threads=1,
+    )
+  _LONG_RUN_RUNTIMES[key] = case, runtimes
+  return case, runtimes
+
+
+def check_runs_longer_than_a_chunk(
+  reduction: str,
+  order: str,
+  scatter: Callable,
+  node: Callable,
+  *,
+  elements: bool,
+) -> None:
+  """Both operators' `test_runs_longer_than_a_chunk`: `scatter` (the
+  jaxops operator) with `reduction` on `long_run_case`, as
+  `assert_long_run` checks it against the runtimes of
+  `_long_run_runtimes` (`node` builds the OpenVINO node). `scatter` is
+  jitted afresh: the scatter `order` is read when tracing."""
+  import jax
+
+  case, runtimes = _long_run_runtimes(reduction, elements=elements, node=node)
+  fresh = jax.jit(lambda d, i, u: scatter(d, i, u, reduction=reduction))
+  assert_long_run(case, fresh(*case.inputs), order, runtimes)
