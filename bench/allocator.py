@@ -9,9 +9,9 @@ pages before it writes anything. The modes (see docs/cpu-performance.md):
   hugetlb tunable in the environment is removed);
 * `hugetlb`: glibc with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent
   huge pages for its mmap'ed blocks: 512x fewer faults);
-* `jemalloc`: `LD_PRELOAD` of libjemalloc with
-  `MALLOC_CONF=retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1` (freed pages
-  are kept mapped and reused; unless MALLOC_CONF is set already);
+* `jemalloc`: `LD_PRELOAD` of libjemalloc, MALLOC_CONF set to
+  `JEMALLOC_CONF` unless set already (freed pages are kept mapped and
+  reused, blocks of 8 MiB and more too: docs/cpu-performance.md);
 * `tcmalloc`: `LD_PRELOAD` of gperftools' libtcmalloc_minimal.
 
 The loader and glibc read these variables at process start only, so
@@ -35,7 +35,9 @@ import subprocess
 MODES = ("system", "hugetlb", "jemalloc", "tcmalloc")
 MARKER = "BENCH_ALLOCATOR"
 HUGETLB = "glibc.malloc.hugetlb=1"
-JEMALLOC_CONF = "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1"
+JEMALLOC_CONF = (
+  "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1,oversize_threshold:0"
+)
 
 _LIBRARIES = {
   "jemalloc": (
