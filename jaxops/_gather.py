@@ -293,19 +293,6 @@ def _prepare_and_gather(
 # the caller gave one; never None). Lowered to ONNX by jaxops/onnx/_gather.py.
 
 
-def _export_impl(data, indices, *, axis, batch_dims, mode, fill_value):
-  return _export.normal(
-    gather, data, indices, axis, batch_dims, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, axis, batch_dims, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_shape(d, i, axis, batch_dims), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, axis, batch_dims, **params):
   data, indices = args
   data_dim, indices_dim = dims
@@ -327,8 +314,11 @@ def _export_batch(args, dims, *, axis, batch_dims, **params):
   return out, out.ndim - 1
 
 
-gather_p = _export.define_primitive(
-  "jaxops_gather", _export_impl, _export_abstract, _export_batch
+gather_p = _export.primitive(
+  "jaxops_gather",
+  gather,
+  _export.abstract_eval(gather_shape, OP, params=("axis", "batch_dims")),
+  _export_batch,
 )
 
 

@@ -214,19 +214,6 @@ def _prepare_and_gather(data, indices, axis, mode, fill_value, constructed):
 # ONNX by jaxops/onnx/_gather_elements.py.
 
 
-def _export_impl(data, indices, *, axis, mode, fill_value):
-  return _export.normal(
-    gather_elements, data, indices, axis, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, axis, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_elements_shape(d, i, axis), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, axis, **params):
   # The node has no batch dims: both operands get the vmapped dim in front
   # (an unbatched one broadcast), and the axis moves one back.
@@ -234,8 +221,11 @@ def _export_batch(args, dims, *, axis, **params):
   return gather_elements_p.bind(data, indices, axis=axis + 1, **params), 0
 
 
-gather_elements_p = _export.define_primitive(
-  "jaxops_gather_elements", _export_impl, _export_abstract, _export_batch
+gather_elements_p = _export.primitive(
+  "jaxops_gather_elements",
+  gather_elements,
+  _export.abstract_eval(gather_elements_shape, OP, params=("axis",)),
+  _export_batch,
 )
 
 

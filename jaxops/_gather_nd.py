@@ -242,19 +242,6 @@ def _prepare_and_gather(
 # ONNX by jaxops/onnx/_gather_nd.py.
 
 
-def _export_impl(data, indices, *, batch_dims, mode, fill_value):
-  return _export.normal(
-    gather_nd, data, indices, batch_dims, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, batch_dims, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_nd_shape(d, i, batch_dims), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, batch_dims, **params):
   data, indices = args
   data_dim, indices_dim = dims
@@ -275,8 +262,11 @@ def _export_batch(args, dims, *, batch_dims, **params):
   return out, out.ndim - 1
 
 
-gather_nd_p = _export.define_primitive(
-  "jaxops_gather_nd", _export_impl, _export_abstract, _export_batch
+gather_nd_p = _export.primitive(
+  "jaxops_gather_nd",
+  gather_nd,
+  _export.abstract_eval(gather_nd_shape, OP, params=("batch_dims",)),
+  _export_batch,
 )
 
 

@@ -385,18 +385,6 @@ def _by_rows(data, indices, updates, axis, mode, reduce):
 # jaxops/onnx/_scatter_elements_update.py.
 
 
-def _export_impl(data, indices, updates, **params):
-  return _export.normal(
-    scatter_elements_update, data, indices, updates, **params
-  )
-
-
-def _abstract(data, indices, updates, **params):
-  return _export.abstract_eval(
-    functools.partial(scatter_elements_update_shape, axis=params["axis"]), OP
-  )(data, indices, updates)
-
-
 def _export_batch(args, dims, *, axis, **params):
   # Every batch position gets its own leading coordinate: slots never
   # collide across positions and the order within one is kept.
@@ -407,8 +395,11 @@ def _export_batch(args, dims, *, axis, **params):
   return out, 0
 
 
-scatter_elements_update_p = _export.define_primitive(
-  "jaxops_scatter_elements_update", _export_impl, _abstract, _export_batch
+scatter_elements_update_p = _export.primitive(
+  "jaxops_scatter_elements_update",
+  scatter_elements_update,
+  _export.abstract_eval(scatter_elements_update_shape, OP, params=("axis",)),
+  _export_batch,
 )
 
 

@@ -490,18 +490,6 @@ def _serial_rows(
 # jaxops/onnx/_scatter_nd_update.py.
 
 
-def _export_impl(data, indices, updates, *, reduction, mode, unique_indices):
-  return _export.normal(
-    scatter_nd_update,
-    data,
-    indices,
-    updates,
-    reduction=reduction,
-    mode=mode,
-    unique_indices=unique_indices,
-  )
-
-
 def _export_abstract(data, indices, updates, **params):
   op = _op_of(params["reduction"])
   rule = functools.partial(scatter_nd_update_shape, _op=op)
@@ -533,8 +521,8 @@ def _export_batch(args, dims, **params):
   return scatter_nd_update_p.bind(data, indices, updates, **params), 0
 
 
-scatter_nd_update_p = _export.define_primitive(
-  "jaxops_scatter_nd_update", _export_impl, _export_abstract, _export_batch
+scatter_nd_update_p = _export.primitive(
+  "jaxops_scatter_nd_update", scatter_nd_update, _export_abstract, _export_batch
 )
 
 
