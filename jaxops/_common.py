@@ -624,3 +624,16 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
 
 def shape_str(shape: Sequence[int]) -> str:
   return str(tuple(shape))
+
+
+def shapes_context(**shapes: Sequence[Any]) -> str:
+  """The operands' shapes as a shape rule's errors end with them:
+  `(data shape (2, 3), indices shape (4,))`."""
+  named = (f"{name} shape {shape_str(s)}" for name, s in shapes.items())
+  return f"({', '.join(named)})"
+
+
+def check_rank(rank: int, op: str, name: str, context: str) -> None:
+  """The operator's error unless the operand `name` has rank >= 1."""
+  if rank < 1:
+    raise op_error(op, f"{name} must have rank >= 1, got rank 0 {context}")

@@ -40,7 +40,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from jaxops import _values
-from jaxops._common import op_error
+from jaxops._common import as_array_like, op_error
 
 _STATE_NAME = "jaxops_onnx_export_state"
 # "off": normal operation; "primitives": the operators bind the primitives;
@@ -191,6 +191,20 @@ def validate(call: Callable[..., Any], *arrays: Any) -> None:
     for a in arrays
   ]
   normal(jax.eval_shape, call, *specs)
+
+
+def validated(
+  call: Callable[..., Any], data: Any, indices: Any, *updates: Any
+) -> tuple[jax.Array, ...]:
+  """`validate(call, data, indices, *updates)`, then those operands as JAX
+  arrays: indices by `index_array`, updates in data's dtype."""
+  validate(call, data, indices, *updates)
+  data = jnp.asarray(data)
+  return (
+    data,
+    index_array(indices),
+    *(jnp.asarray(as_array_like(u), dtype=data.dtype) for u in updates),
+  )
 
 
 def abstract_eval(

@@ -48,13 +48,9 @@ def _attributes(
 ) -> tuple[int, int]:
   """`(axis, batch_dims)` normalized to >= 0, or the operator's error."""
   r, q = len(data_shape), len(indices_shape)
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
   b = _common.static_int(batch_dims, OP, "batch_dims")
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  _common.check_rank(r, OP, "data", shapes)
   a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   bound = min(r, q)
   if not -bound <= b <= bound:

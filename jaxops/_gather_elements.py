@@ -53,13 +53,9 @@ def gather_elements_shape(
   """
   data_shape = _common.shape_dims(data_shape, OP, "data")
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
   r = len(data_shape)
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  _common.check_rank(r, OP, "data", shapes)
   if len(indices_shape) != r:
     raise op_error(
       OP,
@@ -234,13 +230,11 @@ def _exported(
 ) -> jax.Array:
   """`gather_elements` while exporting: one `gather_elements_p`, or the
   normal computation where the node cannot express the call."""
-  _export.validate(
+  data, indices = _export.validated(
     lambda d, i: gather_elements(d, i, axis, mode=mode, fill_value=fill_value),
     data,
     indices,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
   a = operator.index(axis) % data.ndim
   if data.shape[a] == 0 and indices.size != 0:
     # Gathers from a zero-size axis: jaxops' fill value or error.

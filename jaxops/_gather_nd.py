@@ -52,14 +52,9 @@ def gather_nd_shape(
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   b = _common.static_int(batch_dims, OP, "batch_dims")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
-  if q < 1:
-    raise op_error(OP, f"indices must have rank >= 1, got rank 0 {shapes}")
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
+  _common.check_rank(r, OP, "data", shapes)
+  _common.check_rank(q, OP, "indices", shapes)
   if b < 0:
     raise op_error(OP, f"batch_dims={b} must be >= 0 {shapes}")
   if b >= q:
@@ -275,13 +270,11 @@ def _exported(
 ) -> jax.Array:
   """`gather_nd` while exporting: one `gather_nd_p`, or the normal
   computation where the node cannot express the call (docs/export.md)."""
-  _export.validate(
+  data, indices = _export.validated(
     lambda d, i: gather_nd(d, i, batch_dims, mode=mode, fill_value=fill_value),
     data,
     indices,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
   b = operator.index(batch_dims)
   k = indices.shape[-1]
   out_shape = indices.shape[:-1] + data.shape[b + k :]

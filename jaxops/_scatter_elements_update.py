@@ -75,14 +75,11 @@ def scatter_elements_update_shape(
   data_shape = _common.shape_dims(data_shape, OP, "data")
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   updates_shape = _common.shape_dims(updates_shape, OP, "updates")
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)}, "
-    f"updates shape {shape_str(updates_shape)})"
+  shapes = _common.shapes_context(
+    data=data_shape, indices=indices_shape, updates=updates_shape
   )
   r = len(data_shape)
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  _common.check_rank(r, OP, "data", shapes)
   if len(indices_shape) != r:
     raise op_error(
       OP,
@@ -421,15 +418,12 @@ def _exported(
     mode=mode,
     unique_indices=unique_indices,
   )
-  _export.validate(
+  data, indices, updates = _export.validated(
     lambda d, i, u: scatter_elements_update(d, i, u, axis, **params),
     data,
     indices,
     updates,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
-  updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
   axis = _common.canonicalize_axis(axis, data.ndim, OP)
   if indices.size == 0 or data.size == 0:
     return _export.normal(

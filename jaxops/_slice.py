@@ -25,7 +25,6 @@ from jaxops._common import (
   Shape,
   ShapeLike,
   op_error,
-  shape_str,
 )
 
 OP = "Slice-8"
@@ -45,9 +44,8 @@ def _spec(
   stop = _common.static_int_tuple(stop, OP, "stop")
   step = _common.static_int_tuple(step, OP, "step")
   m = len(start)
-  context = f"(data shape {shape_str(data_shape)})"
-  if rank < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {context}")
+  context = _common.shapes_context(data=data_shape)
+  _common.check_rank(rank, OP, "data", context)
   if not len(stop) == len(step) == m:
     raise op_error(
       OP,
