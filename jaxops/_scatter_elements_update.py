@@ -80,26 +80,14 @@ def scatter_elements_update_shape(
   )
   r = len(data_shape)
   _common.check_rank(r, OP, "data", shapes)
-  if len(indices_shape) != r:
-    raise op_error(
-      OP,
-      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {shapes}",
-    )
+  _common.check_same_rank(data_shape, indices_shape, OP, shapes)
   if updates_shape != indices_shape:
     raise op_error(
       OP,
       f"updates shape {shape_str(updates_shape)} must equal indices shape "
       f"{shape_str(indices_shape)}; updates are not broadcast {shapes}",
     )
-  a = _common.canonicalize_axis(axis, r, OP, context=shapes)
-  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
-    if d != a and not _common.provable(operator.le, n_idx, n_data):
-      raise op_error(
-        OP,
-        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-        f"in every dim other than axis={a} {shapes}"
-        + _common.symbolic_constraint_hint(n_idx, n_data),
-      )
+  _common.check_elements_dims(data_shape, indices_shape, axis, OP, shapes)
   return data_shape
 
 
