@@ -232,6 +232,35 @@ def canonicalize_axis(
   return axis % rank
 
 
+def check_same_rank(
+  data_shape: Shape, indices_shape: Shape, op: str, context: str
+) -> None:
+  """The operator's error unless indices have data's rank."""
+  r = len(data_shape)
+  if len(indices_shape) != r:
+    raise op_error(
+      op,
+      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {context}",
+    )
+
+
+def check_elements_dims(
+  data_shape: Shape, indices_shape: Shape, axis: Any, op: str, context: str
+) -> None:
+  """The operator's error unless `axis` is valid and every indices dim but
+  the axis's is at most data's, for every size of symbolic dims: the rule of
+  the Elements operators (indices of data's rank)."""
+  a = canonicalize_axis(axis, len(data_shape), op, context=context)
+  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
+    if d != a and not provable(operator.le, n_idx, n_data):
+      raise op_error(
+        op,
+        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
+        f"in every dim other than axis={a} {context}"
+        + symbolic_constraint_hint(n_idx, n_data),
+      )
+
+
 def as_indices(
   indices: Any, op: str, name: str = "indices"
 ) -> jax.Array | np.ndarray:
@@ -624,3 +653,16 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
 
 def shape_str(shape: Sequence[int]) -> str:
   return str(tuple(shape))
+
+
+def shapes_context(**shapes: Sequence[Any]) -> str:
+  """The operands' shapes as a shape rule's errors end with them:
+  `(data shape (2, 3), indices shape (4,))`."""
+  named = (f"{name} shape {shape_str(s)}" for name, s in shapes.items())
+  return f"({', '.join(named)})"
+
+
+def check_rank(rank: int, op: str, name: str, context: str) -> None:
+  """The operator's error unless the operand `name` has rank >= 1."""
+  if rank < 1:
+    raise op_error(op, f"{name} must have rank >= 1, got rank 0 {context}")

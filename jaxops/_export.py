@@ -6,7 +6,8 @@ at its top: `if _export.active(): return _exported(...)`) instead of tracing
 its XLA lowering. The entry, in the operator's module next to the operator,
 validates the call exactly as the operator does (`validate`: it traces the
 operator abstractly, so every error is the operator's own), canonicalizes the
-static attributes and binds the operator's primitive (`define_primitive`).
+static attributes and binds the operator's primitive (`primitive`,
+`batch_ndim_primitive`).
 The primitive's ONNX lowering is the operator's module in `jaxops.onnx`
 (docs/export.md, docs/design.md#adding-an-operator).
 
@@ -25,6 +26,7 @@ call, or the other way round.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import threading
 from collections.abc import Callable, Iterator
@@ -38,7 +40,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from jaxops import _values
-from jaxops._common import op_error
+from jaxops._common import as_array_like, op_error
 
 _STATE_NAME = "jaxops_onnx_export_state"
 # "off": normal operation; "primitives": the operators bind the primitives;
@@ -191,16 +193,31 @@ def validate(call: Callable[..., Any], *arrays: Any) -> None:
   normal(jax.eval_shape, call, *specs)
 
 
+def validated(
+  call: Callable[..., Any], data: Any, indices: Any, *updates: Any
+) -> tuple[jax.Array, ...]:
+  """`validate(call, data, indices, *updates)`, then those operands as JAX
+  arrays: indices by `index_array`, updates in data's dtype."""
+  validate(call, data, indices, *updates)
+  data = jnp.asarray(data)
+  return (
+    data,
+    index_array(indices),
+    *(jnp.asarray(as_array_like(u), dtype=data.dtype) for u in updates),
+  )
+
+
 def abstract_eval(
-  rule: Callable[..., Any], op: str
+  rule: Callable[..., Any], op: str, params: tuple[str, ...] = ()
 ) -> Callable[..., jax.core.ShapedArray]:
   """An abstract evaluation from a shape rule over the operands' shapes: the
-  output has `rule(*shapes)` (symbolic dims passed through) and the first
-  operand's dtype. Static parameters are not the rule's business."""
+  output has `rule(*shapes, **those_params)` (symbolic dims passed through)
+  and the first operand's dtype. Only the static parameters named in `params`
+  are the rule's business, passed by name."""
 
-  def evaluate(*operands: Any, **params: Any) -> jax.core.ShapedArray:
-    del params
-    shape = with_symbolic_dims(rule, [x.shape for x in operands], op)
+  def evaluate(*operands: Any, **static: Any) -> jax.core.ShapedArray:
+    shaped = functools.partial(rule, **{name: static[name] for name in params})
+    shape = with_symbolic_dims(shaped, [x.shape for x in operands], op)
     return jax.core.ShapedArray(shape, operands[0].dtype)
 
   return evaluate
@@ -218,13 +235,56 @@ def hashable(value: Any) -> Any:
   return tuple(int(v) for v in np.asarray(value).reshape(-1).tolist())
 
 
-def define_primitive(
+def primitive(
+  name: str,
+  fn: Callable[..., Any],
+  abstract: Callable[..., Any],
+  batching_rule: Callable[..., Any],
+) -> Primitive:
+  """The export primitive `name` of the operator `fn`: bound with operands
+  and static parameters, it computes `fn(*operands, **params)` the normal way
+  (its impl, also its XLA lowering); `abstract` is its abstract evaluation
+  (`abstract_eval`), `batching_rule` its batching rule."""
+  return _define(name, functools.partial(normal, fn), abstract, batching_rule)
+
+
+def batch_ndim_primitive(
+  name: str, fn: Callable[..., Any], shape_rule: Callable[..., Any], op: str
+) -> Primitive:
+  """The export primitive `name` of a one-operand operator `fn(data, **spec)`
+  whose static spec (the primitive's parameters but `batch_ndim`) applies to
+  `data.shape[batch_ndim:]`: the leading `batch_ndim` dims come from `vmap`,
+  each one more leading dim of the same node; `shape_rule(shape, **spec)` is
+  the operator's shape rule."""
+
+  def impl(data: Any, *, batch_ndim: int, **spec: Any) -> Any:
+    call = functools.partial(fn, **spec)
+    for _ in range(batch_ndim):
+      call = jax.vmap(call)
+    return normal(call, data)
+
+  def abstract(data: Any, *, batch_ndim: int, **spec: Any) -> Any:
+    shape = with_symbolic_dims(
+      lambda d: shape_rule(d, **spec), [data.shape[batch_ndim:]], op
+    )
+    return jax.core.ShapedArray(data.shape[:batch_ndim] + shape, data.dtype)
+
+  def batch(args: Any, dims: Any, *, batch_ndim: int, **spec: Any) -> Any:
+    (data,), (dim,) = args, dims
+    data = move_to(data, dim, 0)
+    return prim.bind(data, batch_ndim=batch_ndim + 1, **spec), 0
+
+  prim = _define(name, impl, abstract, batch)
+  return prim
+
+
+def _define(
   name: str,
   impl: Callable[..., Any],
   abstract: Callable[..., Any],
   batching_rule: Callable[..., Any],
 ) -> Primitive:
-  """An export primitive: `impl` is also its XLA lowering."""
+  """A primitive: `impl` is also its XLA lowering."""
   prim = Primitive(name)
   prim.def_impl(impl)
   prim.def_abstract_eval(abstract)

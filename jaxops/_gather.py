@@ -48,13 +48,9 @@ def _attributes(
 ) -> tuple[int, int]:
   """`(axis, batch_dims)` normalized to >= 0, or the operator's error."""
   r, q = len(data_shape), len(indices_shape)
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
   b = _common.static_int(batch_dims, OP, "batch_dims")
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
+  _common.check_rank(r, OP, "data", shapes)
   a = _common.canonicalize_axis(axis, r, OP, context=shapes)
   bound = min(r, q)
   if not -bound <= b <= bound:
@@ -293,19 +289,6 @@ def _prepare_and_gather(
 # the caller gave one; never None). Lowered to ONNX by jaxops/onnx/_gather.py.
 
 
-def _export_impl(data, indices, *, axis, batch_dims, mode, fill_value):
-  return _export.normal(
-    gather, data, indices, axis, batch_dims, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, axis, batch_dims, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_shape(d, i, axis, batch_dims), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, axis, batch_dims, **params):
   data, indices = args
   data_dim, indices_dim = dims
@@ -327,8 +310,11 @@ def _export_batch(args, dims, *, axis, batch_dims, **params):
   return out, out.ndim - 1
 
 
-gather_p = _export.define_primitive(
-  "jaxops_gather", _export_impl, _export_abstract, _export_batch
+gather_p = _export.primitive(
+  "jaxops_gather",
+  gather,
+  _export.abstract_eval(gather_shape, OP, params=("axis", "batch_dims")),
+  _export_batch,
 )
 
 

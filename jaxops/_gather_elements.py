@@ -53,27 +53,11 @@ def gather_elements_shape(
   """
   data_shape = _common.shape_dims(data_shape, OP, "data")
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
   r = len(data_shape)
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
-  if len(indices_shape) != r:
-    raise op_error(
-      OP,
-      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {shapes}",
-    )
-  a = _common.canonicalize_axis(axis, r, OP, context=shapes)
-  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
-    if d != a and not _common.provable(operator.le, n_idx, n_data):
-      raise op_error(
-        OP,
-        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-        f"in every dim other than axis={a} {shapes}"
-        + _common.symbolic_constraint_hint(n_idx, n_data),
-      )
+  _common.check_rank(r, OP, "data", shapes)
+  _common.check_same_rank(data_shape, indices_shape, OP, shapes)
+  _common.check_elements_dims(data_shape, indices_shape, axis, OP, shapes)
   return indices_shape
 
 
@@ -214,19 +198,6 @@ def _prepare_and_gather(data, indices, axis, mode, fill_value, constructed):
 # ONNX by jaxops/onnx/_gather_elements.py.
 
 
-def _export_impl(data, indices, *, axis, mode, fill_value):
-  return _export.normal(
-    gather_elements, data, indices, axis, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, axis, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_elements_shape(d, i, axis), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, axis, **params):
   # The node has no batch dims: both operands get the vmapped dim in front
   # (an unbatched one broadcast), and the axis moves one back.
@@ -234,8 +205,11 @@ def _export_batch(args, dims, *, axis, **params):
   return gather_elements_p.bind(data, indices, axis=axis + 1, **params), 0
 
 
-gather_elements_p = _export.define_primitive(
-  "jaxops_gather_elements", _export_impl, _export_abstract, _export_batch
+gather_elements_p = _export.primitive(
+  "jaxops_gather_elements",
+  gather_elements,
+  _export.abstract_eval(gather_elements_shape, OP, params=("axis",)),
+  _export_batch,
 )
 
 
@@ -244,13 +218,11 @@ def _exported(
 ) -> jax.Array:
   """`gather_elements` while exporting: one `gather_elements_p`, or the
   normal computation where the node cannot express the call."""
-  _export.validate(
+  data, indices = _export.validated(
     lambda d, i: gather_elements(d, i, axis, mode=mode, fill_value=fill_value),
     data,
     indices,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
   a = operator.index(axis) % data.ndim
   if data.shape[a] == 0 and indices.size != 0:
     # Gathers from a zero-size axis: jaxops' fill value or error.

@@ -52,14 +52,9 @@ def gather_nd_shape(
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   b = _common.static_int(batch_dims, OP, "batch_dims")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)})"
-  )
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
-  if q < 1:
-    raise op_error(OP, f"indices must have rank >= 1, got rank 0 {shapes}")
+  shapes = _common.shapes_context(data=data_shape, indices=indices_shape)
+  _common.check_rank(r, OP, "data", shapes)
+  _common.check_rank(q, OP, "indices", shapes)
   if b < 0:
     raise op_error(OP, f"batch_dims={b} must be >= 0 {shapes}")
   if b >= q:
@@ -242,19 +237,6 @@ def _prepare_and_gather(
 # ONNX by jaxops/onnx/_gather_nd.py.
 
 
-def _export_impl(data, indices, *, batch_dims, mode, fill_value):
-  return _export.normal(
-    gather_nd, data, indices, batch_dims, mode=mode, fill_value=fill_value
-  )
-
-
-def _export_abstract(data, indices, *, batch_dims, mode, fill_value):
-  del mode, fill_value
-  return _export.abstract_eval(
-    lambda d, i: gather_nd_shape(d, i, batch_dims), OP
-  )(data, indices)
-
-
 def _export_batch(args, dims, *, batch_dims, **params):
   data, indices = args
   data_dim, indices_dim = dims
@@ -275,8 +257,11 @@ def _export_batch(args, dims, *, batch_dims, **params):
   return out, out.ndim - 1
 
 
-gather_nd_p = _export.define_primitive(
-  "jaxops_gather_nd", _export_impl, _export_abstract, _export_batch
+gather_nd_p = _export.primitive(
+  "jaxops_gather_nd",
+  gather_nd,
+  _export.abstract_eval(gather_nd_shape, OP, params=("batch_dims",)),
+  _export_batch,
 )
 
 
@@ -285,13 +270,11 @@ def _exported(
 ) -> jax.Array:
   """`gather_nd` while exporting: one `gather_nd_p`, or the normal
   computation where the node cannot express the call (docs/export.md)."""
-  _export.validate(
+  data, indices = _export.validated(
     lambda d, i: gather_nd(d, i, batch_dims, mode=mode, fill_value=fill_value),
     data,
     indices,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
   b = operator.index(batch_dims)
   k = indices.shape[-1]
   out_shape = indices.shape[:-1] + data.shape[b + k :]

@@ -75,34 +75,19 @@ def scatter_elements_update_shape(
   data_shape = _common.shape_dims(data_shape, OP, "data")
   indices_shape = _common.shape_dims(indices_shape, OP, "indices")
   updates_shape = _common.shape_dims(updates_shape, OP, "updates")
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)}, "
-    f"updates shape {shape_str(updates_shape)})"
+  shapes = _common.shapes_context(
+    data=data_shape, indices=indices_shape, updates=updates_shape
   )
   r = len(data_shape)
-  if r < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {shapes}")
-  if len(indices_shape) != r:
-    raise op_error(
-      OP,
-      f"rank(indices)={len(indices_shape)} must equal rank(data)={r} {shapes}",
-    )
+  _common.check_rank(r, OP, "data", shapes)
+  _common.check_same_rank(data_shape, indices_shape, OP, shapes)
   if updates_shape != indices_shape:
     raise op_error(
       OP,
       f"updates shape {shape_str(updates_shape)} must equal indices shape "
       f"{shape_str(indices_shape)}; updates are not broadcast {shapes}",
     )
-  a = _common.canonicalize_axis(axis, r, OP, context=shapes)
-  for d, (n_data, n_idx) in enumerate(zip(data_shape, indices_shape)):
-    if d != a and not _common.provable(operator.le, n_idx, n_data):
-      raise op_error(
-        OP,
-        f"indices.shape[{d}]={n_idx} must be <= data.shape[{d}]={n_data} "
-        f"in every dim other than axis={a} {shapes}"
-        + _common.symbolic_constraint_hint(n_idx, n_data),
-      )
+  _common.check_elements_dims(data_shape, indices_shape, axis, OP, shapes)
   return data_shape
 
 
@@ -385,18 +370,6 @@ def _by_rows(data, indices, updates, axis, mode, reduce):
 # jaxops/onnx/_scatter_elements_update.py.
 
 
-def _export_impl(data, indices, updates, **params):
-  return _export.normal(
-    scatter_elements_update, data, indices, updates, **params
-  )
-
-
-def _abstract(data, indices, updates, **params):
-  return _export.abstract_eval(
-    functools.partial(scatter_elements_update_shape, axis=params["axis"]), OP
-  )(data, indices, updates)
-
-
 def _export_batch(args, dims, *, axis, **params):
   # Every batch position gets its own leading coordinate: slots never
   # collide across positions and the order within one is kept.
@@ -407,8 +380,11 @@ def _export_batch(args, dims, *, axis, **params):
   return out, 0
 
 
-scatter_elements_update_p = _export.define_primitive(
-  "jaxops_scatter_elements_update", _export_impl, _abstract, _export_batch
+scatter_elements_update_p = _export.primitive(
+  "jaxops_scatter_elements_update",
+  scatter_elements_update,
+  _export.abstract_eval(scatter_elements_update_shape, OP, params=("axis",)),
+  _export_batch,
 )
 
 
@@ -430,15 +406,12 @@ def _exported(
     mode=mode,
     unique_indices=unique_indices,
   )
-  _export.validate(
+  data, indices, updates = _export.validated(
     lambda d, i, u: scatter_elements_update(d, i, u, axis, **params),
     data,
     indices,
     updates,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
-  updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
   axis = _common.canonicalize_axis(axis, data.ndim, OP)
   if indices.size == 0 or data.size == 0:
     return _export.normal(

@@ -91,15 +91,11 @@ def scatter_nd_update_shape(
   indices_shape = _common.shape_dims(indices_shape, op, "indices")
   updates_shape = _common.shape_dims(updates_shape, op, "updates")
   r, q = len(data_shape), len(indices_shape)
-  shapes = (
-    f"(data shape {shape_str(data_shape)}, "
-    f"indices shape {shape_str(indices_shape)}, "
-    f"updates shape {shape_str(updates_shape)})"
+  shapes = _common.shapes_context(
+    data=data_shape, indices=indices_shape, updates=updates_shape
   )
-  if r < 1:
-    raise op_error(op, f"data must have rank >= 1, got rank 0 {shapes}")
-  if q < 1:
-    raise op_error(op, f"indices must have rank >= 1, got rank 0 {shapes}")
+  _common.check_rank(r, op, "data", shapes)
+  _common.check_rank(q, op, "indices", shapes)
   k = _common.concrete_dim(
     indices_shape[-1], op, "indices shape[-1] (the index tuple length k)"
   )
@@ -490,18 +486,6 @@ def _serial_rows(
 # jaxops/onnx/_scatter_nd_update.py.
 
 
-def _export_impl(data, indices, updates, *, reduction, mode, unique_indices):
-  return _export.normal(
-    scatter_nd_update,
-    data,
-    indices,
-    updates,
-    reduction=reduction,
-    mode=mode,
-    unique_indices=unique_indices,
-  )
-
-
 def _export_abstract(data, indices, updates, **params):
   op = _op_of(params["reduction"])
   rule = functools.partial(scatter_nd_update_shape, _op=op)
@@ -533,8 +517,8 @@ def _export_batch(args, dims, **params):
   return scatter_nd_update_p.bind(data, indices, updates, **params), 0
 
 
-scatter_nd_update_p = _export.define_primitive(
-  "jaxops_scatter_nd_update", _export_impl, _export_abstract, _export_batch
+scatter_nd_update_p = _export.primitive(
+  "jaxops_scatter_nd_update", scatter_nd_update, _export_abstract, _export_batch
 )
 
 
@@ -549,29 +533,17 @@ def _exported(
   """`scatter_nd_update` while exporting: one `scatter_nd_update_p`, or the
   normal computation where the node cannot express the call: k = 0 (OpenVINO's
   CPU plugin is wrong on it), empty scatters and zero-size data."""
-  _export.validate(
-    lambda d, i, u: scatter_nd_update(
-      d, i, u, reduction=reduction, mode=mode, unique_indices=unique_indices
-    ),
+  params = dict(reduction=reduction, mode=mode, unique_indices=unique_indices)
+  data, indices, updates = _export.validated(
+    lambda d, i, u: scatter_nd_update(d, i, u, **params),
     data,
     indices,
     updates,
   )
-  data = jnp.asarray(data)
-  indices = _export.index_array(indices)
-  updates = jnp.asarray(_common.as_array_like(updates), dtype=data.dtype)
   k = indices.shape[-1]
   n = math.prod(indices.shape[:-1])
   if k == 0 or n == 0 or data.size == 0:
-    return _export.normal(
-      scatter_nd_update,
-      data,
-      indices,
-      updates,
-      reduction=reduction,
-      mode=mode,
-      unique_indices=unique_indices,
-    )
+    return _export.normal(scatter_nd_update, data, indices, updates, **params)
   expected = _expected_updates_shape(data.shape, indices.shape)
   if updates.shape != expected:
     # The (1,) form of a 0-d update: both runtimes reject it.

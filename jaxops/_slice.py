@@ -13,7 +13,6 @@ the same plan, transposed into a `pad` in reverse mode.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -26,7 +25,6 @@ from jaxops._common import (
   Shape,
   ShapeLike,
   op_error,
-  shape_str,
 )
 
 OP = "Slice-8"
@@ -46,9 +44,8 @@ def _spec(
   stop = _common.static_int_tuple(stop, OP, "stop")
   step = _common.static_int_tuple(step, OP, "step")
   m = len(start)
-  context = f"(data shape {shape_str(data_shape)})"
-  if rank < 1:
-    raise op_error(OP, f"data must have rank >= 1, got rank 0 {context}")
+  context = _common.shapes_context(data=data_shape)
+  _common.check_rank(rank, OP, "data", context)
   if not len(stop) == len(step) == m:
     raise op_error(
       OP,
@@ -206,29 +203,7 @@ def slice(
 # not given); lowered to ONNX by jaxops/onnx/_slice.py.
 
 
-def _export_impl(data, *, batch_ndim, start, stop, step, axes):
-  fn = functools.partial(slice, start=start, stop=stop, step=step, axes=axes)
-  for _ in range(batch_ndim):
-    fn = jax.vmap(fn)
-  return _export.normal(fn, data)
-
-
-def _export_abstract(data, *, batch_ndim, **spec):
-  shape = _export.with_symbolic_dims(
-    lambda d: slice_shape(d, **spec), [data.shape[batch_ndim:]], OP
-  )
-  return jax.core.ShapedArray(data.shape[:batch_ndim] + shape, data.dtype)
-
-
-def _export_batch(args, dims, *, batch_ndim, **spec):
-  (data,), (dim,) = args, dims
-  data = _export.move_to(data, dim, 0)
-  return slice_p.bind(data, batch_ndim=batch_ndim + 1, **spec), 0
-
-
-slice_p = _export.define_primitive(
-  "jaxops_slice", _export_impl, _export_abstract, _export_batch
-)
+slice_p = _export.batch_ndim_primitive("jaxops_slice", slice, slice_shape, OP)
 
 
 def _exported(

@@ -16,7 +16,6 @@ both are silent (docs/semantics.md#ss-1 to #ss-11), are listed in
 
 from __future__ import annotations
 
-import functools
 import operator
 from typing import Any
 
@@ -364,28 +363,8 @@ def strided_slice(
 SPEC_NAMES = ("begin", "end", "strides") + _MASK_NAMES
 
 
-def _export_impl(data, *, batch_ndim, **spec):
-  fn = functools.partial(strided_slice, **spec)
-  for _ in range(batch_ndim):
-    fn = jax.vmap(fn)
-  return _export.normal(fn, data)
-
-
-def _export_abstract(data, *, batch_ndim, **spec):
-  shape = _export.with_symbolic_dims(
-    lambda d: strided_slice_shape(d, **spec), [data.shape[batch_ndim:]], OP
-  )
-  return jax.core.ShapedArray(data.shape[:batch_ndim] + shape, data.dtype)
-
-
-def _export_batch(args, dims, *, batch_ndim, **spec):
-  (data,), (dim,) = args, dims
-  data = _export.move_to(data, dim, 0)
-  return strided_slice_p.bind(data, batch_ndim=batch_ndim + 1, **spec), 0
-
-
-strided_slice_p = _export.define_primitive(
-  "jaxops_strided_slice", _export_impl, _export_abstract, _export_batch
+strided_slice_p = _export.batch_ndim_primitive(
+  "jaxops_strided_slice", strided_slice, strided_slice_shape, OP
 )
 
 

@@ -43,27 +43,15 @@ class GatherPlugin(PrimitiveLeafPlugin):
       indices = low.indices(
         ctx, indices_var, data_shape[a], clip=clip, keep=(np.int32, np.int64)
       )
-      out = low.node(
-        ctx,
-        "Gather",
-        [data, indices],
-        dtype=data.dtype,
-        shape=out_var.aval.shape,
-        axis=a,
-      )
-      low.bind(ctx, out_var, out)
+      low.output(ctx, out_var, "Gather", [data, indices], axis=a)
       return
     # GatherND takes int64 indices only (onnxruntime).
     indices = low.indices(ctx, indices_var, data_shape[a], clip=clip)
     between = data_shape[b:a]
     shape = index_shape[:b] + (1,) * len(between) + index_shape[b:] + (1,)
     new_axes = list(range(b, a)) + [len(shape) - 1]
-    indices = low.node(
-      ctx,
-      "Unsqueeze",
-      [indices, low.const(ctx, new_axes, "axes")],
-      dtype=low.INT64,
-      shape=shape,
+    indices = low.node_with_const(
+      ctx, "Unsqueeze", indices, new_axes, "axes", dtype=low.INT64, shape=shape
     )
     if any(not _export.is_int(d) or d != 1 for d in between):
       if not all(map(_export.is_int, between)):
@@ -73,19 +61,7 @@ class GatherPlugin(PrimitiveLeafPlugin):
         )
       shape = index_shape[:b] + between + index_shape[b:] + (1,)
       target = [1] * b + list(between) + [1] * (len(index_shape) - b + 1)
-      indices = low.node(
-        ctx,
-        "Expand",
-        [indices, low.const(ctx, target, "shape")],
-        dtype=low.INT64,
-        shape=shape,
+      indices = low.node_with_const(
+        ctx, "Expand", indices, target, "shape", dtype=low.INT64, shape=shape
       )
-    out = low.node(
-      ctx,
-      "GatherND",
-      [data, indices],
-      dtype=data.dtype,
-      shape=out_var.aval.shape,
-      batch_dims=a,
-    )
-    low.bind(ctx, out_var, out)
+    low.output(ctx, out_var, "GatherND", [data, indices], batch_dims=a)

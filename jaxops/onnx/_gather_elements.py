@@ -93,15 +93,4 @@ class GatherElementsPlugin(PrimitiveLeafPlugin):
         dtype=data.dtype,
         shape=shape,
       )
-    low.bind(
-      ctx,
-      out_var,
-      low.node(
-        ctx,
-        "GatherElements",
-        [data, indices],
-        dtype=data.dtype,
-        shape=out_var.aval.shape,
-        axis=axis,
-      ),
-    )
+    low.output(ctx, out_var, "GatherElements", [data, indices], axis=axis)

@@ -30,15 +30,4 @@ class GatherNDPlugin(PrimitiveLeafPlugin):
       data_var.aval.shape[b : b + k],
       clip=eqn.params["mode"] == "clip",
     )
-    low.bind(
-      ctx,
-      out_var,
-      low.node(
-        ctx,
-        "GatherND",
-        [data, indices],
-        dtype=data.dtype,
-        shape=out_var.aval.shape,
-        batch_dims=b,
-      ),
-    )
+    low.output(ctx, out_var, "GatherND", [data, indices], batch_dims=b)

@@ -64,9 +64,52 @@ def node(
   return out
 
 
+def node_with_const(
+  ctx: Any,
+  op_type: str,
+  value: ir.Value,
+  values: Any,
+  hint: str,
+  *,
+  dtype: Any,
+  shape: Sequence[Any],
+  **attributes: Any,
+) -> ir.Value:
+  """The output of one new node of `op_type` on `value` and an int64
+  initializer holding `values` (its axes, or its target shape)."""
+  return node(
+    ctx,
+    op_type,
+    [value, const(ctx, values, hint)],
+    dtype=dtype,
+    shape=shape,
+    **attributes,
+  )
+
+
 def bind(ctx: Any, var: Any, value: ir.Value) -> None:
   """Makes `value` the ONNX value of the jaxpr variable `var`."""
   ctx.bind_value_for_var(var, value)
+
+
+def output(
+  ctx: Any,
+  var: Any,
+  op_type: str,
+  inputs: Sequence[ir.Value],
+  **attributes: Any,
+) -> None:
+  """Makes one new node of `op_type` the ONNX value of the primitive's output
+  `var`: typed as its first input (the data), shaped as `var`."""
+  out = node(
+    ctx,
+    op_type,
+    inputs,
+    dtype=inputs[0].dtype,
+    shape=var.aval.shape,
+    **attributes,
+  )
+  bind(ctx, var, out)
 
 
 def indices(
@@ -92,34 +135,35 @@ def indices(
   unsigned = np.issubdtype(dtype, np.unsignedinteger)
   if clip and unsigned:
     # Never negative; clamp before a cast could wrap a huge value negative.
-    value = node(
-      ctx,
-      "Min",
-      [value, const(ctx, sizes - 1, "upper", dtype)],
-      dtype=value.dtype,
-      shape=shape,
-    )
+    value = _bounded(ctx, "Min", value, sizes - 1, "upper", dtype, shape)
   if dtype not in [np.dtype(t) for t in keep]:
     value = node(
       ctx, "Cast", [value], dtype=INT64, shape=shape, to=int(INT64.value)
     )
     dtype = np.dtype(np.int64)
   if clip and not unsigned:
-    value = node(
-      ctx,
-      "Max",
-      [value, const(ctx, -sizes, "lower", dtype)],
-      dtype=value.dtype,
-      shape=shape,
-    )
-    value = node(
-      ctx,
-      "Min",
-      [value, const(ctx, sizes - 1, "upper", dtype)],
-      dtype=value.dtype,
-      shape=shape,
-    )
+    value = _bounded(ctx, "Max", value, -sizes, "lower", dtype, shape)
+    value = _bounded(ctx, "Min", value, sizes - 1, "upper", dtype, shape)
   return value
+
+
+def _bounded(
+  ctx: Any,
+  op_type: str,
+  value: ir.Value,
+  bound: Any,
+  hint: str,
+  dtype: Any,
+  shape: Sequence[Any],
+) -> ir.Value:
+  """`op_type` (Max or Min) of `value` and a `bound` initializer of `dtype`."""
+  return node(
+    ctx,
+    op_type,
+    [value, const(ctx, bound, hint, dtype)],
+    dtype=value.dtype,
+    shape=shape,
+  )
 
 
 def slice_node(

@@ -126,15 +126,6 @@ class ScatterNDPlugin(PrimitiveLeafPlugin):
     attributes = (
       {} if node_reduction == "none" else {"reduction": node_reduction}
     )
-    low.bind(
-      ctx,
-      out_var,
-      low.node(
-        ctx,
-        "ScatterND",
-        [data, indices, updates],
-        dtype=data.dtype,
-        shape=data_shape,
-        **attributes,
-      ),
+    low.output(
+      ctx, out_var, "ScatterND", [data, indices, updates], **attributes
     )

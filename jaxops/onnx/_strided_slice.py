@@ -64,18 +64,16 @@ class StridedSlicePlugin(PrimitiveLeafPlugin):
       squeezed = _removed_ones(shape, out_shape)
       unsqueezed = _removed_ones(out_shape, shape)
       if squeezed is not None:
-        value = low.node(
-          ctx,
-          "Squeeze",
-          [value, low.const(ctx, squeezed, "axes")],
-          dtype=dtype,
-          shape=out_shape,
+        value = low.node_with_const(
+          ctx, "Squeeze", value, squeezed, "axes", dtype=dtype, shape=out_shape
         )
       elif unsqueezed is not None:
-        value = low.node(
+        value = low.node_with_const(
           ctx,
           "Unsqueeze",
-          [value, low.const(ctx, unsqueezed, "axes")],
+          value,
+          unsqueezed,
+          "axes",
           dtype=dtype,
           shape=out_shape,
         )
@@ -87,10 +85,12 @@ class StridedSlicePlugin(PrimitiveLeafPlugin):
           )
         # allowzero: a 0 in the shape is a dim of size 0, not "copy".
         zero = {"allowzero": 1} if 0 in out_shape else {}
-        value = low.node(
+        value = low.node_with_const(
           ctx,
           "Reshape",
-          [value, low.const(ctx, out_shape, "shape")],
+          value,
+          out_shape,
+          "shape",
           dtype=dtype,
           shape=out_shape,
           **zero,
