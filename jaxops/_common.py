@@ -19,7 +19,6 @@ dimension values' width against run-time bounds.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -490,7 +489,7 @@ def along_last_axis(values: np.ndarray, ndim: int) -> Any:
 
 
 def linear_index(
-  indices: jax.Array, sizes: Sequence[Any], dtype: Any, by_columns: bool = False
+  indices: jax.Array, sizes: Sequence[Any], dtype: Any
 ) -> jax.Array:
   """The row-major linear index, in `dtype`, of each `(..., k)` tuple of
   in-range indices into the dims `sizes`.
@@ -498,21 +497,13 @@ def linear_index(
   One multiply by a constant stride vector and one reduction over the last
   axis, never per-component slices (XLA:CPU emits those as strided scalar
   code inside a consuming gather's loop: docs/design.md#tried-gather-vector).
-  `by_columns=True` sums per-component products instead, for indices that
-  feed no gather: XLA:CPU fuses them with the elementwise work around them
-  into one loop, where a reduction ends a fusion. With symbolic sizes the
-  strides are computed at run time.
+  With symbolic sizes the strides are computed at run time.
   """
   if any(map(is_symbolic, sizes)):
     products = [math.prod(sizes[j + 1 :]) for j in range(len(sizes))]
     strides = dim_values(products, dtype)
   else:
     strides = np.cumprod((1,) + tuple(sizes[:0:-1]))[::-1].astype(dtype)
-  if by_columns:
-    return functools.reduce(
-      operator.add,
-      (indices[..., j].astype(dtype) * strides[j] for j in range(len(sizes))),
-    )
   terms = indices.astype(dtype) * along_last_axis(strides, indices.ndim)
   return jnp.sum(terms, axis=-1, dtype=dtype)
 

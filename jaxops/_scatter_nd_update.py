@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -189,12 +188,10 @@ def _in_range(
       f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
     )
     # Reinterpreted as unsigned, a negative index is above every size: one
-    # compare per coordinate, column by column (elementwise, so that XLA:CPU
-    # fuses it with what uses it; a reduction over k ends a fusion).
+    # compare per coordinate.
     unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
-    below = lax.bitcast_convert_type(indices, unsigned) < bounds(unsigned)
-    in_bounds = functools.reduce(
-      operator.and_, (below[:, j] for j in range(k)), in_bounds
+    in_bounds = jnp.all(
+      lax.bitcast_convert_type(indices, unsigned) < bounds(unsigned), axis=1
     )
   return indices, in_bounds
 
@@ -470,12 +467,11 @@ def _write_serial(data, tuples, updates, *, sizes, mode):
 def _serial_rows(
   indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
 ) -> jax.Array:
-  """The linear row of each tuple (n,) after `mode`; -1 where dropped: one
-  loop on XLA:CPU (the rows feed a scatter, so `by_columns`)."""
+  """The linear row of each tuple (n,) after `mode`; -1 where dropped."""
   indices, in_bounds = _in_range(indices, sizes, mode)
   dtype = _duplicates.int_dtype_for(math.prod(sizes))
   valid = jnp.where(in_bounds[:, None], indices, np.zeros((), indices.dtype))
-  rows = _common.linear_index(valid, sizes, dtype, by_columns=True)
+  rows = _common.linear_index(valid, sizes, dtype)
   return jnp.where(in_bounds, rows, np.asarray(-1, dtype))
 
 
