@@ -84,6 +84,7 @@ DTYPES = {
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
 @pytest.mark.parametrize("op", ["add", "mul", "set"])
 @pytest.mark.lowest_versions
+@pytest.mark.covering_modes
 def test_xla_cpu_scatter_is_serial(op, dtype):
   data, target, updates = _serial_case(dtype, op)
   want = _serial_reference(data, target, updates, op)
@@ -144,6 +145,7 @@ def _total_order_reference(data, target, updates, op):
 @pytest.mark.parametrize("dtype", MINMAX_DTYPES.values(), ids=MINMAX_DTYPES)
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.lowest_versions
+@pytest.mark.covering_modes
 def test_xla_cpu_scatter_max_is_ieee(op, dtype):
   # 4M updates into 16 slots, each the signed zeros and values below the
   # max (above the min): every slot's result is a zero, +0 for max where a
