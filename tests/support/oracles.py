@@ -237,12 +237,26 @@ def onnxruntime(
 
 
 @functools.cache
-def _all_onnx_node_cases():
+def _node_cases_of(op_type: str) -> tuple[Any, ...]:
+  """The cases of `op_type`'s own module of `onnx.backend.test.case.node`
+  (ScatterND's are in `scatternd`, and so on). Importing that module alone
+  runs only its cases' NumPy references; `collect_testcases` imports every
+  operator's module and spent 9-15 s of each test process's collection in
+  the pooling operators' references. The same cases either way: each case
+  registers itself in the package's list when its module is imported."""
+  import importlib
+
   from onnx.backend.test.case import node as onnx_node
 
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    return tuple(onnx_node.collect_testcases(None))
+    importlib.import_module(f"{onnx_node.__name__}.{op_type.lower()}")
+  return tuple(
+    case
+    for case in onnx_node._NodeTestCases  # the package's registry
+    if len(case.model.graph.node) == 1
+    and case.model.graph.node[0].op_type == op_type
+  )
 
 
 def onnx_node_cases(
@@ -256,10 +270,8 @@ def onnx_node_cases(
   from onnx import helper
 
   cases = []
-  for case in _all_onnx_node_cases():
+  for case in _node_cases_of(op_type):
     nodes = case.model.graph.node
-    if len(nodes) != 1 or nodes[0].op_type != op_type:
-      continue
     attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
     for j, (inputs, outputs) in enumerate(case.data_sets or ()):
       name = case.name if j == 0 else f"{case.name}_{j}"
