@@ -3,7 +3,7 @@ targets (docs/design.md#serial-cpu, docs/semantics.md#repeat-order).
 
 XLA:CPU applies a scatter's updates one at a time, in index order: a float
 `.at[].add` equals NumPy's `np.add.at` bit for bit and `.at[].set` keeps the
-last duplicate, at any size (tests/test_serial_cpu.py fails the day that
+last duplicate, at any size (tests/test_scatter_order.py fails the day that
 changes). So on CPU every scatter whose targets may repeat -- the default
 ScatterNDUpdate, ScatterElementsUpdate `none`, the float sum/sub/prod/mean
 reductions, the gathers' transposes -- is XLA's scatter as it is, and so
@@ -27,6 +27,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import numpy as np
 from jax import lax
 
 ENV_VAR = "JAXOPS_SCATTER_ORDER"
@@ -57,8 +59,31 @@ def by_platform(
   inside a cached inner `jit` reads it outside and passes it). Both must
   return the same types."""
   if constructed_only() if only_constructed is None else only_constructed:
-    return constructed(*args)
-  return lax.platform_dependent(*args, cpu=serial, default=constructed)
+    return _unfolded(constructed)(*args)
+  return lax.platform_dependent(
+    *args, cpu=serial, default=_unfolded(constructed)
+  )
+
+
+def _unfolded(constructed: Callable[..., Any]) -> Callable[..., Any]:
+  """`constructed` with its integer arguments (the indices) behind an
+  optimization barrier. XLA constant-folds what constant arguments feed,
+  and a model's indices are often constants: it ran the constructed path's
+  sorts and searches in its HLO evaluator at compile time
+  (docs/design.md#constant-indices)."""
+
+  def call(*args: Any) -> Any:
+    at = [i for i, a in enumerate(args) if _is_index(a)]
+    barred = dict(zip(at, lax.optimization_barrier([args[i] for i in at])))
+    return constructed(*(barred.get(i, a) for i, a in enumerate(args)))
+
+  return call
+
+
+def _is_index(value: Any) -> bool:
+  return isinstance(value, (jax.Array, np.ndarray)) and np.issubdtype(
+    value.dtype, np.integer
+  )
 
 
 def ordered(

@@ -12,7 +12,7 @@ operation whose result is independent of order on its dtype -- integer
 add/mul/min/max, or bool or/and/xor (docs/design.md#scatter-reductions).
 The same rule makes the results equal on GPU and TPU, which this project
 cannot run. On CPU, XLA's serial scatter is relied on instead, and
-tests/test_serial_cpu.py is its tripwire.
+tests/test_scatter_order.py is its tripwire.
 """
 
 from __future__ import annotations
