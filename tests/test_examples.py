@@ -22,7 +22,9 @@ import pytest
 from tests.support import processes
 
 # Each check runs in a subprocess with its own JAX configuration: run once.
-pytestmark = pytest.mark.jax_modes(None)
+# One worker runs every example (each once, its output shared by its tests):
+# split between two workers, one would wait for the other's run.
+pytestmark = [pytest.mark.jax_modes(None), pytest.mark.xdist_group("examples")]
 
 EXAMPLES = processes.REPO_ROOT / "examples"
 TIMEOUT_S = 240
@@ -46,6 +48,7 @@ NEEDS = {
 # Examples whose runs, and the tests of their output, are part of
 # --exhaustive (tests/conftest.py).
 EXHAUSTIVE = (
+  "batched",
   "export_onnx",
   "ported_lookup",
   "message_passing",
@@ -180,6 +183,7 @@ def test_train_infill_does_not_beat_bayes(example_output):
   assert final > bayes - 0.05, (final, bayes)
 
 
+@pytest.mark.exhaustive
 def test_batched_vmap_equals_loop(example_output):
   out = _stdout(example_output, "batched")
   rows = [line for line in out.splitlines() if "max |difference|" in line]

@@ -53,7 +53,9 @@ from tests.support import strided_slice as ss
 from tests.support.asserts import assert_same
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
-pytestmark = pytest.mark.covering_modes
+# One worker runs this file: jax2onnx's first export in a process imports
+# its plugins and compiles their examples' initializers (about 10 s).
+pytestmark = [pytest.mark.covering_modes, pytest.mark.xdist_group("jax2onnx")]
 
 requires_extra = pytest.mark.skipif(
   sys.version_info < (3, 11),

@@ -165,6 +165,7 @@ def test_x32_clip_does_not_wrap_values_beyond_int32(reduction):
   assert_same(out, expected)
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("run", range(1, 6))
 @pytest.mark.parametrize("reduction", ("sum", "prod"))
 @pytest.mark.usefixtures("constructed")

@@ -716,6 +716,7 @@ BITMAP_CASES = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", BITMAP_CASES)
 @pytest.mark.covering_modes
 def test_repeats_in_bitmap(name):
@@ -813,6 +814,7 @@ def test_small_default_call_runs_inline():
   assert cost["flops"] < 1000, cost
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("strategy", REPEAT_TESTED)
 @pytest.mark.covering_modes
 def test_order_tests_compile_to_one_loop(strategy):

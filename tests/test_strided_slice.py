@@ -558,6 +558,7 @@ def test_check_grads_order2_fwd_rev(spec):
   )
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("spec", TRANSFORM_SPECS, ids=TRANSFORM_IDS)
 def test_grad_and_hessian_mark_the_selected_elements(spec):

@@ -390,7 +390,7 @@ def _of_diff_args(case, args):
   return f
 
 
-@pytest.mark.exhaustive(default=4, keep=("scatter_nd_sub_unique",))
+@pytest.mark.exhaustive(default=12, keep=("scatter_nd_sub_unique",))
 @pytest.mark.jax_modes("x64")  # finite differences need float64
 @pytest.mark.scatter_orders(one=True)
 def test_check_grads_fwd_and_rev_order2(case, scatter_order):
@@ -405,7 +405,10 @@ def test_check_grads_fwd_and_rev_order2(case, scatter_order):
   )
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(
+  default=8,
+  keep=("scatter_elements_sum_clip_no_init", "scatter_elements_sum_unique"),
+)
 @pytest.mark.jax_modes("x64")
 @pytest.mark.scatter_orders(one=True)
 def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
