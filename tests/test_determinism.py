@@ -128,7 +128,7 @@ def _cuda_hlo(wrapped, args):
   return jax.export.export(wrapped, platforms=("cuda",))(*args).mlir_module()
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(default=8)
 @pytest.mark.parametrize("name", CALLS)
 @pytest.mark.covering_modes
 def test_no_scatter_depends_on_the_order_of_repeated_indices(name, monkeypatch):

@@ -932,6 +932,7 @@ _EQUIVALENT_ATTRIBUTES = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", _EQUIVALENT_ATTRIBUTES)
 def test_equivalent_attributes_do_not_retrace(name):
   call, args, variants = _EQUIVALENT_ATTRIBUTES[name]

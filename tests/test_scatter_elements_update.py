@@ -192,7 +192,7 @@ NAN_DTYPES = (
 )
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize("run", modes.RUNS)
 @pytest.mark.parametrize("use_init_val", (True, False))
 @pytest.mark.parametrize("dtype", NAN_DTYPES, ids=gen.dtype_id)
@@ -454,7 +454,7 @@ FORMS = (
 )
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize("dtype, reduction", COMBINATIONS)
 @pytest.mark.covering_modes
 def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):

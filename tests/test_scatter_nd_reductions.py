@@ -77,6 +77,7 @@ def test_bad_reduction():
 # no tuple reaches, or one where data wins (a NaN with its payload); a NaN
 # from an update is the canonical NaN. Slots nothing targets came back as
 # the canonical NaN before (payload and sign lost).
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("run", modes.RUNS)
 @pytest.mark.parametrize(
   "dtype",

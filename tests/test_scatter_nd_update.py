@@ -580,7 +580,7 @@ def test_choose_strategy(jax_mode, args, x32, x64):
   assert dup.choose_strategy(*args) == expected
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize(
   "data_shape,lead,k",

@@ -752,7 +752,7 @@ def _assert_sharding(array, mesh, spec, context):
 # ---- the checks ------------------------------------------------------------
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @over(LAYOUTS + SHARD_MAP_CASES)
 def test_equal(case, jax_mode):
   run = _run(case, jax_mode)

@@ -349,7 +349,7 @@ def test_jit_matches_eager(case):
   assert_same(jax.jit(case.fn)(*args), np.asarray(case.fn(*args)))
 
 
-@pytest.mark.exhaustive(default=2)
+@pytest.mark.exhaustive(default=4)
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.covering_modes
 def test_vmap_all_args_matches_loop(case, axis):
@@ -434,7 +434,7 @@ def test_eager_transposes_take_numpy_cotangents(case, scatter_order):
       assert_same(g, np.asarray(w), f"{name}, argument {j}")
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_jacfwd_equals_jacrev(case, scatter_order):
@@ -445,7 +445,7 @@ def test_jacfwd_equals_jacrev(case, scatter_order):
     np.testing.assert_allclose(fwd, rev, atol=1e-12)
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.covering_modes
 @pytest.mark.scatter_orders
 def test_hessian_matches_gauss_newton_identity(case, scatter_order):
