@@ -127,7 +127,9 @@ def pytest_collection_modifyitems(config, items):
   lowest = "lowest_versions" in (config.getoption("markexpr") or "")
   kept, uncovered = _covering(kept, lowest)
   dropped += uncovered
-  run = [_exhaustive(i) == config.getoption("--exhaustive") for i in kept]
+  run = [
+    _exhaustive(i, lowest) == config.getoption("--exhaustive") for i in kept
+  ]
   dropped += [i for i, r in zip(kept, run) if not r]
   kept = [i for i, r in zip(kept, run) if r]
   if dropped:
@@ -140,17 +142,22 @@ def _param(item, name):
   return callspec.params.get(name) if callspec else None
 
 
-def _exhaustive(item) -> bool:
+def _exhaustive(item, lowest: bool) -> bool:
   """Whether `item` runs with --exhaustive only: marked `exhaustive`, or, with
   `exhaustive(default=k)`, a case outside the 1 in k the default run takes
   (picked by a fixed hash of the case, the same in every process) and not
-  one of its `keep` ids (cases that alone run some code of jaxops)."""
+  one of its `keep` ids (cases that alone run some code of jaxops). With
+  `lowest`, a table's rows marked `lowest_versions` all run: the
+  lowest-versions leg takes every operator's row whatever the default run's
+  share."""
   marker = item.get_closest_marker("exhaustive")
   if marker is None:
     return False
   share = marker.kwargs.get("default")
   if share is None:
     return True
+  if lowest and item.get_closest_marker("lowest_versions"):
+    return False
   case = _case_id(item) if hasattr(item, "callspec") else item.name
   parts = set(case.split("-"))
   if any(set(k.split("-")) <= parts for k in marker.kwargs.get("keep", ())):
