@@ -125,7 +125,6 @@ def static_fill_value(fill_value: Any, op: str, dtype: Any) -> Any:
 
 
 _KINDS = {"b": "a bool", "i": "an int", "f": "a float", "c": "a complex"}
-_KIND_ORDER = {"i": 0, "f": 1, "c": 2}
 
 
 def _kind(dtype: Any) -> str | None:
