@@ -489,7 +489,7 @@ def along_last_axis(values: np.ndarray, ndim: int) -> Any:
 
 
 def linear_index(
-  indices: jax.Array, sizes: Sequence[Any], dtype: Any
+  indices: jax.Array, sizes: Sequence[Any], dtype: Any, *, by_columns=False
 ) -> jax.Array:
   """The row-major linear index, in `dtype`, of each `(..., k)` tuple of
   in-range indices into the dims `sizes`.
@@ -497,8 +497,18 @@ def linear_index(
   One multiply by a constant stride vector and one reduction over the last
   axis, never per-component slices (XLA:CPU emits those as strided scalar
   code inside a consuming gather's loop: docs/design.md#tried-gather-vector).
-  With symbolic sizes the strides are computed at run time.
+  `by_columns`: Horner's rule over the k columns instead, for an index that
+  is materialized (a scatter's): element-wise only, it fuses with the wrap
+  and the range test before it into one loop, where the reduction starts a
+  fusion of its own (docs/design.md#index-fusion). With symbolic sizes the
+  strides are computed at run time.
   """
+  if by_columns:
+    index = jnp.zeros(indices.shape[:-1], dtype)
+    for j, size in enumerate(sizes):
+      column = indices[..., j].astype(dtype)
+      index = column if j == 0 else index * dim_value(size, dtype) + column
+    return index
   if any(map(is_symbolic, sizes)):
     products = [math.prod(sizes[j + 1 :]) for j in range(len(sizes))]
     strides = dim_values(products, dtype)

@@ -188,11 +188,13 @@ def _in_range(
       f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
     )
     # Reinterpreted as unsigned, a negative index is above every size: one
-    # compare per coordinate.
+    # compare per coordinate, and-ed column by column rather than reduced
+    # over the last axis, so that they fuse with the wrap and the linear
+    # index into one loop (docs/design.md#index-fusion).
     unsigned = jnp.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
-    in_bounds = jnp.all(
-      lax.bitcast_convert_type(indices, unsigned) < bounds(unsigned), axis=1
-    )
+    below = lax.bitcast_convert_type(indices, unsigned) < bounds(unsigned)
+    for j in range(k):
+      in_bounds = below[:, j] if j == 0 else in_bounds & below[:, j]
   return indices, in_bounds
 
 
@@ -254,7 +256,7 @@ def _targets(
   valid = jnp.where(in_bounds[:, None], indices, 0)
   return jnp.where(
     in_bounds,
-    _common.linear_index(valid, sizes, dtype),
+    _common.linear_index(valid, sizes, dtype, by_columns=True),
     _common.dim_value(slots, dtype),
   )
 
@@ -471,7 +473,7 @@ def _serial_rows(
   indices, in_bounds = _in_range(indices, sizes, mode)
   dtype = _duplicates.int_dtype_for(math.prod(sizes))
   valid = jnp.where(in_bounds[:, None], indices, np.zeros((), indices.dtype))
-  rows = _common.linear_index(valid, sizes, dtype)
+  rows = _common.linear_index(valid, sizes, dtype, by_columns=True)
   return jnp.where(in_bounds, rows, np.asarray(-1, dtype))
 
 
