@@ -28,6 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+from jax.interpreters import partial_eval as pe
 
 # A shape's dims: ints, and the symbolic dims of jax.export (`shape_dims`).
 Shape = tuple[Any, ...]
@@ -456,25 +459,41 @@ def batched_like(indices: jax.Array, data: jax.Array) -> jax.Array:
   shared indices reads the batch as a slice window instead; its transpose is
   a scatter-add of windows strided by a whole example, twice as slow on
   XLA:CPU (docs/design.md#vmap-shared-indices). `data` is read for its
-  batching only: it is cut from the derivative.
+  batching only: it is cut from the derivative, and known indices stay known
+  when `data` is not (`jax.linear_transpose` traces data as unknown, and a
+  gather whose indices follow it cannot be transposed).
   """
-  return _batched_like(indices, lax.stop_gradient(data))
+  return batched_like_p.bind(*vary_alike(indices, lax.stop_gradient(data)))
 
 
-@jax.custom_batching.custom_vmap
-def _batched_like(indices: jax.Array, data: jax.Array) -> jax.Array:
-  del data
-  return indices
+batched_like_p = Primitive("jaxops_batched_like")
+batched_like_p.def_impl(lambda indices, data: indices)
+batched_like_p.def_abstract_eval(lambda indices, data: indices)
+mlir.register_lowering(batched_like_p, lambda ctx, indices, data: [indices])
 
 
-@_batched_like.def_vmap
-def _batched_like_rule(
-  axis_size: int, in_batched: Sequence[bool], indices: jax.Array, data: Any
-) -> tuple[jax.Array, bool]:
-  del data
-  if not in_batched[0]:
-    indices = jnp.broadcast_to(indices, (axis_size, *indices.shape))
-  return indices, True
+def _batched_like_batch(args, dims):
+  (indices, data), (indices_dim, data_dim) = args, dims
+  if indices_dim is not None or data_dim is None:
+    return indices, indices_dim
+  size = data.shape[data_dim]
+  return lax.broadcast(indices, (size,)), 0
+
+
+def _batched_like_jvp(primals, tangents):
+  out = batched_like_p.bind(*primals)
+  return out, float0_zeros(out.shape)
+
+
+def _batched_like_partial_eval(trace, indices, data):
+  if indices.pval.is_known():
+    return indices
+  return trace.default_process_primitive(batched_like_p, (indices, data), {})
+
+
+batching.primitive_batchers[batched_like_p] = _batched_like_batch
+ad.primitive_jvps[batched_like_p] = _batched_like_jvp
+pe.custom_partial_eval_rules[batched_like_p] = _batched_like_partial_eval
 
 
 def along_last_axis(values: np.ndarray, ndim: int) -> Any:

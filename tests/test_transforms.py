@@ -282,6 +282,7 @@ DERIVATIVE_TESTS = (
 LINEAR_ONLY = (
   "test_hessian_matches_gauss_newton_identity",
   "test_jvp_is_op_of_tangent",
+  "test_linear_transpose_is_the_vjp",
 )
 
 
@@ -516,6 +517,24 @@ def test_jvp_is_op_of_tangent(case):
     ]
     linear_args[i] = tangent
     np.testing.assert_allclose(tangent_out, case.fn(*linear_args), atol=1e-12)
+
+
+@pytest.mark.covering_modes
+def test_linear_transpose_is_the_vjp(case):
+  """`jax.linear_transpose` of a linear row in its differentiable args
+  gives its vjp. It traces those args as unknown and every value computed
+  from them as unknown too, so an index that merely follows data's batching
+  (`_common.batched_like`) must stay known (it failed with an
+  AssertionError in the transpose of a select)."""
+  args = case.args()
+  f = _of_diff_args(case, args)
+  primals = tuple(args[i] for i in case.diff_argnums)
+  out = jax.eval_shape(f, *primals)
+  ct = np.random.default_rng(5).standard_normal(out.shape).astype(out.dtype)
+  want = jax.vjp(f, *primals)[1](ct)
+  got = jax.linear_transpose(f, *primals)(ct)
+  for j, (g, w) in enumerate(zip(got, want)):
+    assert_same(g, np.asarray(w), f"argument {j}")
 
 
 def test_transposable_uses_its_own_transpose_under_every_transform():
