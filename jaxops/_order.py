@@ -37,8 +37,9 @@ VALUES = ("platform", "constructed")
 
 def constructed_only() -> bool:
   """Whether `JAXOPS_SCATTER_ORDER=constructed` forces the constructed
-  path on every platform (the default, `platform`, serial on CPU)."""
-  value = os.environ.get(ENV_VAR, "platform")
+  path on every platform (the default, `platform`, serial on CPU; an empty
+  value is unset, as shells write `JAXOPS_SCATTER_ORDER=` to clear it)."""
+  value = os.environ.get(ENV_VAR) or "platform"
   if value not in VALUES:
     raise ValueError(
       f"jaxops: {ENV_VAR}={value!r} must be one of {VALUES} "

@@ -283,6 +283,13 @@ def test_switch_forces_the_constructed_path_on_cpu(name, monkeypatch):
   assert_same(lowered.compile()(_DATA, _ROW_UPDATES), serial)
 
 
+@pytest.mark.parametrize("value", ["", "platform"])
+def test_switch_empty_or_platform_is_the_default(value, monkeypatch):
+  monkeypatch.setenv(_order.ENV_VAR, value)
+  lowered = _fresh(PATHS["scatter_nd_update-sum"]).lower(_DATA, _ROW_UPDATES)
+  assert order_dependent_hlo(lowered.as_text())
+
+
 def test_switch_rejects_unknown_values(monkeypatch):
   monkeypatch.setenv(_order.ENV_VAR, "serial")
   with pytest.raises(ValueError, match="JAXOPS_SCATTER_ORDER='serial'"):
