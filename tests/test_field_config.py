@@ -591,8 +591,23 @@ def _symbolic_cases() -> dict[str, Symbolic]:
       ),
       diff_argnums=(0, 2),
     ),
+    # max, dropped: the key path's start values and canonical NaN, whose
+    # shapes follow the symbolic dims (data and updates interleaved, so that
+    # either may win).
+    "scatter_nd_update_max_drop": Symbolic(
+      p(jaxops.scatter_nd_update, reduction="max"),
+      ("b, c", "c + 3, 1", "c + 3, c"),
+      lambda b, c: (
+        _data((b, c)) * 2,
+        _indices((c + 3, 1), b, 5, out_of_range=True),
+        _data((c + 3, c)) * 2 + 1 - b * c,
+      ),
+      diff_argnums=(0, 2),
+      out_of_range=True,
+    ),
     # ScatterElementsUpdate-12: the axis (indices longer there: repeated
-    # targets), the other dims (indices smaller, provably), clipped; mean
+    # targets), the other dims (indices smaller, provably), clipped; min;
+    # mean
     # without data, out of range, each index shared along its row (the row
     # fold's run-time test).
     "scatter_elements_update_clip": Symbolic(
@@ -602,6 +617,16 @@ def _symbolic_cases() -> dict[str, Symbolic]:
         _data((b + 1, c, 4)),
         _indices((b, c + 5, 3), c, 3, out_of_range=True),
         -_data((b, c + 5, 3)),
+      ),
+      diff_argnums=(0, 2),
+    ),
+    "scatter_elements_update_min": Symbolic(
+      p(jaxops.scatter_elements_update, axis=0, reduction="min"),
+      ("b, c", "b + 2, c", "b + 2, c"),
+      lambda b, c: (
+        _data((b, c)) * 2,
+        _indices((b + 2, c), b, 6),
+        _data((b + 2, c)) * 2 + 1 - b * c,
       ),
       diff_argnums=(0, 2),
     ),
