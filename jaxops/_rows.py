@@ -15,11 +15,16 @@ pairs; this primitive's rule writes the batch's rows as one array of
 stays dropped, and each member's updates keep their order), which XLA:CPU
 scatters about 1.4x as fast. Linear in (data, updates), with its own jvp and
 transpose: a zeroing write and a gather of the winners' cotangents; a serial
-write finds its winners by the same serial rule, one integer scatter of the
-update positions (the last one stays).
+write finds its winners by the same serial rule, one scatter of the update
+positions (the last one stays): for rows of one float32 or float64 element
+as marks in the data cotangent's buffer, else into a table
+(docs/design.md#serial-transpose).
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -83,16 +88,76 @@ def last_wins(rows: jax.Array, slots: int) -> jax.Array:
   return jnp.where(won, rows, np.asarray(-1, rows.dtype))
 
 
+# The float dtypes whose cotangent rows can carry a serial write's marks:
+# the int type of their bits, the smallest normal's bits (where the marks
+# start) and the infinity's (which they stay below).
+_MARK_BITS = {
+  np.dtype(np.float32): (np.int32, 1 << 23, 0xFF << 23),
+  np.dtype(np.float64): (np.int64, 1 << 52, 0x7FF << 52),
+}
+
+
+def _marks(n: Any, dtype: Any) -> jax.Array | None:
+  """The update positions 0..n-1 as distinct positive normal floats of
+  `dtype` (bits `smallest normal + position`), or None where `dtype` has
+  none to spare (16-bit and complex floats) or n is symbolic or too big."""
+  if np.dtype(dtype) not in _MARK_BITS or not is_int(n):
+    return None
+  ints, base, infinity = _MARK_BITS[np.dtype(dtype)]
+  if base + n >= infinity:
+    return None
+  positions = lax.iota(ints, n) + np.asarray(base, ints)
+  return lax.bitcast_convert_type(positions, dtype)
+
+
+def _markable(shape: tuple[Any, ...]) -> bool:
+  """Whether data of `shape` has rows of one element: there a table of one
+  int per row is as large as data. Wider rows keep the table, a fraction of
+  data (and a mark in one element of a row sharded along its trailing dims
+  would gather that row's shards)."""
+  return all(map(is_int, shape[1:])) and math.prod(shape[1:]) == 1
+
+
+def _serial_winners(ct: jax.Array, rows: jax.Array):
+  """The winners of a serial write (each row's last update; every other
+  update redirected to -1), and the buffer the data cotangent clears their
+  rows in. Where `ct` can carry marks (`_marks`), they are found as
+  `last_wins` finds them but with each update's mark written into its row
+  (of one element) of a copy of `ct`: the data cotangent's buffer anyway,
+  so no table of `S` ints is allocated and filled (64 MB for elements
+  written into `[4096, 4096]`; docs/design.md#serial-transpose). A mark is
+  only ever moved, never computed with, and compared as bits; every marked
+  row has a winner, whose row is then cleared."""
+  shape = ct.shape
+  marks = _marks(rows.shape[0], ct.dtype)
+  if marks is None or not _markable(shape):
+    return last_wins(rows, shape[0]), ct
+  marked = (
+    ct.reshape(-1).at[rows].set(marks, mode="drop", wrap_negative_indices=False)
+  )
+  found = marked.at[rows].get(
+    mode="fill", fill_value=0, wrap_negative_indices=False
+  )
+  bits = np.dtype(f"int{8 * np.dtype(ct.dtype).itemsize}")
+  won = lax.bitcast_convert_type(found, bits) == lax.bitcast_convert_type(
+    marks, bits
+  )
+  winners = jnp.where(won, rows, np.asarray(-1, rows.dtype))
+  return winners, marked.reshape(shape)
+
+
 def _write_transpose(ct, data, rows, updates, *, serial):
   if type(ct) is ad.Zero:
     return [None, None, None]
   # An eager backward may hand over a NumPy cotangent, which has no `.at`.
   ct = jnp.asarray(ct)
+  cleared = ct
   if serial:
-    rows = last_wins(rows, ct.shape[0])
+    rows, cleared = _serial_winners(ct, rows)
   ct_data = ct_updates = None
   if ad.is_undefined_primal(data):
-    ct_data = write_rows(ct, rows, jnp.zeros(updates.aval.shape, ct.dtype))
+    zeros = jnp.zeros(updates.aval.shape, ct.dtype)
+    ct_data = write_rows(cleared, rows, zeros)
   if ad.is_undefined_primal(updates):
     ct_updates = ct.at[rows].get(
       mode="fill",

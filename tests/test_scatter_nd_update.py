@@ -1052,6 +1052,66 @@ def test_duplicate_gradients_zero_for_losers(data_shape, lead, k):
 
 
 @pytest.mark.parametrize(
+  "dtype", [np.float32, np.float64, jnp.bfloat16, np.complex64]
+)
+@pytest.mark.parametrize(
+  "data_shape,lead,k",
+  [((6,), (15,), 1), ((5, 4), (9, 2), 2), ((4, 3, 2), (10,), 1)],
+)
+def test_serial_transpose_marks_in_the_cotangent(dtype, data_shape, lead, k):
+  """The CPU path's transpose: rows of one float32 or float64 element
+  carry the update positions as marks in the data cotangent's own buffer,
+  wider rows and 16-bit and complex ones use the table of positions; either
+  way the winners of the serial write (the last in-range tuple of each
+  target) get the cotangent, the losers and the dropped tuples zero, and the
+  written elements' cotangent is zero. Indices are arguments, some out of
+  range (dropped under jit)."""
+  rng = np.random.default_rng(11)
+  data, indices, updates = random_case(
+    rng, data_shape, lead, k, unique=False, dtype=dtype
+  )
+  indices = indices.copy()
+  indices.reshape(-1, k)[::4, 0] = data_shape[0]  # dropped
+  cotangent = (rng.standard_normal(data_shape) * 4).astype(dtype)
+  assert _winner_mask(data_shape, indices).sum() < np.prod(lead) - 1
+
+  @jax.jit
+  def backward(d, i, u, ct):
+    f = lambda d, u: jaxops.scatter_nd_update(d, i, u)
+    return jax.vjp(f, d, u)[1](ct)
+
+  grad_d, grad_u = backward(data, indices, updates, cotangent)
+  wins = _winner_mask(data_shape, indices).reshape(-1)
+  sizes = np.asarray(data_shape[:k])
+  tuples = indices.reshape(-1, k)
+  tuples = np.where(tuples < 0, tuples + sizes, tuples)
+  written = np.zeros(data_shape[:k], bool)
+  for t in tuples[wins]:
+    written[tuple(t)] = True
+  written = written.reshape(written.shape + (1,) * (len(data_shape) - k))
+  ct = np.asarray(jnp.asarray(cotangent))
+  assert_same(grad_d, np.where(written, np.zeros_like(ct), ct))
+  assert_same(grad_u, _expected_updates_grad(indices, ct).astype(ct.dtype))
+
+
+@pytest.mark.jax_modes("x64")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_serial_transpose_builds_no_table(dtype):
+  """The CPU path's transpose finds the winners of a serial element write
+  into (50, 40) without an int array of one slot per element (its marks
+  live in the cotangent's buffer)."""
+  grad = jax.grad(
+    lambda d, i, u, w: jnp.sum(jaxops.scatter_nd_update(d, i, u) * w),
+    argnums=(0, 2),
+  )
+  data = np.zeros((50, 40), dtype)
+  indices = np.array([[1, 2], [1, 2], [3, 0]], np.int32)
+  args = (data, indices, np.ones(3, dtype), data)
+  text = jax.jit(grad).lower(*args).compile().as_text().split("ENTRY")[1]
+  assert not re.search(r"[su](32|64)\[2000\]", text), text
+
+
+@pytest.mark.parametrize(
   "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
 )
 def test_grad_does_not_build_a_data_sized_id_tensor(strategy):
