@@ -1051,6 +1051,7 @@ def test_duplicate_gradients_zero_for_losers(data_shape, lead, k):
   assert not _winner_mask(data_shape, indices).all(), "needs losers"
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "dtype", [np.float32, np.float64, jnp.bfloat16, np.complex64]
 )

@@ -519,6 +519,9 @@ def test_jvp_is_op_of_tangent(case):
     np.testing.assert_allclose(tangent_out, case.fn(*linear_args), atol=1e-12)
 
 
+@pytest.mark.exhaustive(
+  default=4, keep=("gather_elements_axis0", "gather_elements_axis_last_smaller")
+)
 @pytest.mark.covering_modes
 def test_linear_transpose_is_the_vjp(case):
   """`jax.linear_transpose` of a linear row in its differentiable args
