@@ -367,7 +367,7 @@ def _transformed(op: Op, transform: str):
   return jax.vmap(op.fn), tuple(np.stack([a, a]) for a in args)
 
 
-@pytest.mark.exhaustive(default=5)
+@pytest.mark.exhaustive(default=10)
 @pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)
 @pytest.mark.covering_modes

@@ -291,7 +291,7 @@ ALL_CONFIGS = {
 }
 
 
-@pytest.mark.exhaustive(default=4)
+@pytest.mark.exhaustive(default=8)
 @pytest.mark.parametrize("name", ALL_CONFIGS)
 def test_every_axis_and_batch_dims(name):
   r, q, a, b = ALL_CONFIGS[name]
@@ -316,6 +316,7 @@ def test_every_axis_and_batch_dims(name):
 # Dtypes.
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("dtype", gen.DATA_DTYPES, ids=gen.dtype_id)
 def test_data_dtypes(dtype):
   rng = np.random.default_rng(1)
@@ -529,6 +530,7 @@ def test_out_of_range_clip(name):
   assert_same(out, OOB_DATA[:, [clipped]], name)
 
 
+@pytest.mark.exhaustive(default=3)
 @checks.checkify_cases(
   OOB_VALUES,
   ["past_end", "below_minus_size", "int64_2pow32_plus_1", "uint32_max"],

@@ -887,14 +887,11 @@ def test_check_grads(reduction, init):
 @pytest.mark.jax_modes("x64")
 @pytest.mark.parametrize(
   "reduction",
-  # prod and mean: slow to compile; their rules are checked by
+  # Slow to compile (10 s for sum); their rules are checked by
   # test_check_grads, their shared-index fold by the value tests.
-  (
-    "sum",
-    pytest.param("prod", marks=pytest.mark.exhaustive),
-    pytest.param("mean", marks=pytest.mark.exhaustive),
-  ),
+  ("sum", "prod", "mean"),
 )
+@pytest.mark.exhaustive
 @pytest.mark.usefixtures("rows_at_any_size")
 def test_check_grads_shared_indices(reduction):
   # The fold by rows (indices shared along the other dims).

@@ -142,7 +142,7 @@ OV_PARAMS = [
 ]
 
 
-@pytest.mark.exhaustive(default=6)
+@pytest.mark.exhaustive(default=12)
 @pytest.mark.parametrize("reduction,dtype,use_init_val", OV_PARAMS)
 @pytest.mark.scatter_orders
 def test_openvino_cpu(reduction, dtype, use_init_val, jax_mode, scatter_order):
@@ -226,7 +226,7 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("dtype", sr.ORT_DTYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("reduction", list(sr.ONNX_REDUCTION))
 @pytest.mark.scatter_orders

@@ -105,7 +105,7 @@ def _dtype_ids(dtypes):
   return [np.dtype(t).name for t in dtypes]
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("dtype", OV_DTYPES, ids=_dtype_ids(OV_DTYPES))
 @pytest.mark.parametrize("reduction", sr.ND_REDUCTIONS)
 @pytest.mark.scatter_orders
@@ -146,7 +146,7 @@ def _ort_supported(reduction, dtype):
   return not (name == "bool" and reduction in ("min", "max"))
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("dtype", sr.ORT_DTYPES, ids=_dtype_ids(sr.ORT_DTYPES))
 @pytest.mark.parametrize("reduction", list(sr.ONNX_REDUCTION))
 @pytest.mark.scatter_orders

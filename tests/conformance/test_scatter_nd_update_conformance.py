@@ -86,7 +86,7 @@ def _ids(signatures):
   ]
 
 
-@pytest.mark.exhaustive(default=3)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("seed", range(SEEDS_PER_SIGNATURE))
 @pytest.mark.parametrize("signature", SIGNATURES, ids=_ids(SIGNATURES))
 @pytest.mark.covering_modes

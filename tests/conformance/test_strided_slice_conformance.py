@@ -197,7 +197,7 @@ def test_spec_example_matches_openvino(example):
   _check(example.spec, _data(example.spec.data_shape, np.float32))
 
 
-@pytest.mark.exhaustive(default=5)
+@pytest.mark.exhaustive(default=10)
 @pytest.mark.parametrize("seed", range(N_RANDOM))
 @pytest.mark.covering_modes
 def test_random_spec_matches_openvino(seed):
