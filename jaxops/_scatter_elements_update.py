@@ -248,7 +248,8 @@ def scatter_elements_update(
   indices = _values.index_array(indices)
   if reduction == "none":
     strategy = None
-    if not unique_indices and n > 1:
+    # A symbolic n may be 1: the winner search is right for one update too.
+    if not unique_indices and _common.provable(operator.gt, n, 1) is not False:
       strategy = _duplicates.choose_strategy(n, (data.size,))
     target = _targets(indices, data.shape, axis, scatter_mode)
     out = _none(data.reshape(-1, 1), target, updates.reshape(-1, 1), strategy)

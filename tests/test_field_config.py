@@ -630,6 +630,14 @@ def _symbolic_cases() -> dict[str, Symbolic]:
       ),
       diff_argnums=(0, 2),
     ),
+    # Found in the field: the number of updates a symbolic dim that may be 1
+    # (its repeat handling asked `n > 1` of it).
+    "scatter_elements_update_1d": Symbolic(
+      p(jaxops.scatter_elements_update, axis=0),
+      ("b + 1", "b", "b"),
+      lambda b, c: (_data((b + 1,)), _indices((b,), b + 1, 7), -_data((b,))),
+      diff_argnums=(0, 2),
+    ),
     "scatter_elements_update_mean_rows_drop": Symbolic(
       p(
         jaxops.scatter_elements_update,
@@ -715,6 +723,7 @@ SYMBOLIC_DEFAULT = {
   ("scatter_nd_update", "serial"),
   ("scatter_nd_update_prod_clip", "constructed"),
   ("scatter_elements_update_clip", "constructed"),
+  ("scatter_elements_update_1d", "serial"),
 }
 SYMBOLIC_ROWS = [
   pytest.param(
