@@ -29,14 +29,17 @@ twice that).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from jaxops._bits import bits_dtype, moved_as_bits
 from jaxops._common import (
   along_last_axis,
   dim_values,
@@ -61,8 +64,26 @@ def gather(
   (indexed) dim and the full size elsewhere, in `mode`.
 
   `indices` must already be wrapped (negative indices counted from the end).
-  `tangent=True` selects the formulation whose transpose is leanest.
+  `tangent=True` selects the formulation whose transpose is leanest; the
+  primal (`tangent=False`) reads bfloat16 and 8-bit floats as their bits
+  (`moved_as_bits`), which XLA:CPU's selects and concatenations keep.
   """
+  if tangent or bits_dtype(data.dtype) is None:
+    return _gather(data, indices, dnums, mode, fill_value, tangent)
+  fill = np.asarray(fill_value_or_default(fill_value, data.dtype), data.dtype)
+  move = functools.partial(_moved_gather, dnums, mode, fill)
+  return moved_as_bits(move, indices, data)
+
+
+def _moved_gather(dnums, mode, fill, indices, data):
+  """The primal's gather of `data`'s bits; of float data, the tangent's
+  formulation (`moved_as_bits` only transposes that one)."""
+  if data.dtype == fill.dtype:
+    return _gather(data, indices, dnums, mode, fill[()], tangent=True)
+  return _gather(data, indices, dnums, mode, fill.view(data.dtype)[()], False)
+
+
+def _gather(data, indices, dnums, mode, fill_value, tangent):
   slice_sizes = _slice_sizes(data.shape, dnums)
   if mode != FILL or tangent or not dnums.start_index_map:
     return lax.gather(

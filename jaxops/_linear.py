@@ -8,10 +8,12 @@ transposes it (the rule is built from gathers, scatters, slices and selects,
 which JAX transposes), so `jvp`, `grad`, `vjp`, `hessian` and `vmap` of them
 all work. Why this is lean in reverse mode: docs/design.md#derivatives.
 
-`transposable` is for a tangent whose JAX transpose costs far more than a
-direct one, and `linear_with_transpose` the float `sum`/`sub` scatter
-reductions built on it: their serial fold transposes into a gather of each
-update's target (docs/design.md#fold-cost).
+`linear_with_transpose` is for the float `sum`/`sub` scatter reductions, whose
+tangent's JAX transpose would cost far more than a direct one: their serial
+fold transposes into a gather of each update's target, through
+`jaxops._transposable` (docs/design.md#fold-cost). With `moves=True` the
+primal of `linear_custom_jvp` moves narrow floats as their bits
+(`jaxops._bits`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
 
 from jaxops import _common, _order, _reduce
+from jaxops._bits import moved_as_bits
 from jaxops._duplicates import int_dtype_for
+from jaxops._transposable import transposable
 
 
 def linear_custom_jvp(
@@ -39,6 +41,7 @@ def linear_custom_jvp(
   linear_argnums: Sequence[int],
   tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
   gather: bool = False,
+  moves: bool = False,
 ) -> Callable[..., jax.Array]:
   """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
 
@@ -56,6 +59,9 @@ def linear_custom_jvp(
       The returned function then takes one more static argument, last:
       `_order.constructed_only()`, read by the caller outside its `jit`
       (whose traces, and their derivatives, are cached).
+    moves: `fn` only moves the elements of its linear arguments (one
+      dtype), so its primal runs on their bits (`moved_as_bits`);
+      the tangent, which JAX transposes, stays in the float type.
 
   Returns:
     The custom-JVP function. When the linear arguments are integer or bool
@@ -70,14 +76,17 @@ def linear_custom_jvp(
   """
   nondiff = tuple(nondiff_argnums)
   linear = frozenset(linear_argnums)
+  primal = (
+    functools.partial(_on_bits, fn, sorted(linear), nondiff) if moves else fn
+  )
   if gather:
     # The order switch, after fn's own arguments.
     flag = max(nondiff) + 1
     wrapped = jax.custom_jvp(
-      lambda *args: fn(*args[:flag]), nondiff_argnums=nondiff + (flag,)
+      lambda *args: primal(*args[:flag]), nondiff_argnums=nondiff + (flag,)
     )
   else:
-    wrapped = jax.custom_jvp(fn, nondiff_argnums=nondiff)
+    wrapped = jax.custom_jvp(primal, nondiff_argnums=nondiff)
 
   def merge(static, arrays):
     args, static, arrays = [], list(static), list(arrays)
@@ -89,7 +98,7 @@ def linear_custom_jvp(
     *static, primals, tangents = args
     if gather:
       *static, constructed = static
-    out = fn(*merge(static, primals))
+    out = primal(*merge(static, primals))
     positions = [
       p for p in range(len(static) + len(primals)) if p not in nondiff
     ]
@@ -119,6 +128,25 @@ def linear_custom_jvp(
 
 def _with_static(fn, merge, static, *arrays):
   return fn(*merge(static, arrays))
+
+
+def _on_bits(fn, linear, nondiff, *args):
+  """`fn(*args)` with its linear arguments moved as bits (`moved_as_bits`);
+  its one other array argument (the indices) is the residual."""
+  static = tuple((p, args[p]) for p in nondiff)
+  (key,) = (p for p in range(len(args)) if p not in linear and p not in nondiff)
+  move = functools.partial(_placed, fn, static, tuple(linear), key, len(args))
+  return moved_as_bits(move, args[key], *(args[p] for p in linear))
+
+
+def _placed(fn, static, linear, key, n, residual, *moved):
+  args: list[Any] = [None] * n
+  for p, value in static:
+    args[p] = value
+  for p, x in zip(linear, moved):
+    args[p] = x
+  args[key] = residual
+  return fn(*args)
 
 
 # --- the transpose of a gather, in order ------------------------------------
@@ -176,83 +204,6 @@ def _gather_transpose(gather, shape, indices, ct):
   return (out.reshape(shape),)
 
 
-# --- a linear function with its own transpose ------------------------------
-
-transposable_p = Primitive("jaxops_transposable")
-transposable_p.multiple_results = True
-
-
-def transposable(
-  apply: Callable[..., tuple[jax.Array, ...]],
-  transpose: Callable[..., tuple[jax.Array, ...]],
-  residual: jax.Array,
-  linear: Sequence[jax.Array],
-  out_avals: Sequence[jax.core.ShapedArray],
-) -> tuple[jax.Array, ...]:
-  """`apply(residual, *linear)`, linear in `linear`, transposed by
-  `transpose(residual, *cotangents)` (which returns the cotangents of
-  `linear`) instead of by JAX.
-
-  `jax.custom_derivatives.linear_call` with a batching rule: under `vmap`
-  both functions are vmapped. For a tangent whose own transpose would
-  compile (and run) far more than the direct one, e.g. a fold behind a
-  `lax.cond` whose transpose is a gather. `apply` and `transpose` are
-  hashable static callables; each returns a tuple of arrays. `out_avals`
-  are `apply`'s output types (`jax.typeof` of what it returns). The
-  primitive carries them, so that neither its abstract evaluation nor its
-  jvp, transpose and batching rules trace `apply` (a fold behind a
-  `lax.cond` takes a fifth of a second to trace).
-  """
-  return transposable_p.bind(
-    residual,
-    *linear,
-    apply=apply,
-    transpose=transpose,
-    out_avals=tuple(out_avals),
-  )
-
-
-def _apply_impl(residual, *linear, apply, transpose, out_avals):
-  del transpose, out_avals
-  # Eagerly, a cotangent may be a NumPy array (a vjp's backward called on
-  # one), and `apply` indexes with `.at`.
-  return tuple(apply(*map(jnp.asarray, (residual, *linear))))
-
-
-def _abstract_eval(residual, *linear, apply, transpose, out_avals):
-  del residual, linear, apply, transpose
-  return list(out_avals)
-
-
-def _jvp(primals, tangents, *, apply, transpose, out_avals):
-  residual, *linear = primals
-  tangents = [ad.instantiate_zeros(t) for t in tangents[1:]]
-  out = transposable(apply, transpose, residual, linear, out_avals)
-  return out, transposable(apply, transpose, residual, tangents, out_avals)
-
-
-def _transpose(cts, residual, *linear, apply, transpose, out_avals):
-  del out_avals
-  cts = [ad.instantiate_zeros(ct) for ct in cts]
-  # The cotangents of the linear operands have the operands' types.
-  linear_avals = [
-    x.aval if ad.is_undefined_primal(x) else jax.typeof(x) for x in linear
-  ]
-  return [
-    None,
-    *transposable(transpose, apply, residual, cts, linear_avals),
-  ]
-
-
-def _batch(args, dims, *, apply, transpose, out_avals):
-  size, moved = _common.batch_in_front(args, dims)
-  batched_avals = [a.update(shape=(size, *a.shape)) for a in out_avals]
-  out = transposable(
-    jax.vmap(apply), jax.vmap(transpose), moved[0], moved[1:], batched_avals
-  )
-  return out, [0] * len(out)
-
-
 # --- a scatter that is linear in data and updates ---------------------------
 
 
@@ -290,11 +241,3 @@ def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
 
 def _as_tuple(fn, indices, data, updates):
   return (fn(data, indices, updates),)
-
-
-transposable_p.def_impl(_apply_impl)
-transposable_p.def_abstract_eval(_abstract_eval)
-mlir.register_lowering(transposable_p, mlir.lower_fun(_apply_impl, True))
-ad.primitive_jvps[transposable_p] = _jvp
-ad.primitive_transposes[transposable_p] = _transpose
-batching.primitive_batchers[transposable_p] = _batch

@@ -41,6 +41,7 @@ import numpy as np
 from jax import lax
 
 from jaxops import _duplicates, _fold
+from jaxops._bits import bits_dtype, moved_as_bits
 from jaxops._common import is_symbolic, op_error
 
 NEUTRAL_ADD = ("sum", "sub", "mean")
@@ -411,10 +412,27 @@ def reduce_rows(
     rows = _apply(reduction, init, updates)
     if reduction == "mean":
       rows = rows / np.asarray(1 + int(use_init_val), dtype)
-    return _write(data, target, rows, valid)
-  if serial:
-    return _serial(data, target, updates, reduction, use_init_val)
-  return _folded(data, target, updates, reduction, use_init_val, test_ascending)
+    out = _write(data, target, rows, valid)
+  elif serial:
+    out = _serial(data, target, updates, reduction, use_init_val)
+  else:
+    out = _folded(
+      data, target, updates, reduction, use_init_val, test_ascending
+    )
+  if bits_dtype(dtype) is None:
+    return out
+  return _untouched_keep_bits(out, data, targeted(target, slots)[:, None])
+
+
+def _untouched_keep_bits(out, data, touched):
+  """`out`, with data's own bits in the rows no update touched, where `out`
+  equals data as a value but not always as bits: a bfloat16 or 8-bit float
+  scatter on XLA:CPU goes through float32, which drops NaN payloads."""
+  return moved_as_bits(_select_rows, touched, out, data)
+
+
+def _select_rows(touched, out, data):
+  return jnp.where(touched, out, data)
 
 
 def _serial(data, target, updates, reduction, use_init_val):

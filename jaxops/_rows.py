@@ -23,6 +23,7 @@ as marks in the data cotangent's buffer, else into a table
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -33,7 +34,12 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from jaxops._common import batch_in_front, float0_zeros, vary_alike
+from jaxops._bits import bits_dtype, moved_as_bits
+from jaxops._common import (
+  batch_in_front,
+  float0_zeros,
+  vary_alike,
+)
 from jaxops._duplicates import int_dtype_for
 from jaxops._export import is_int
 
@@ -50,12 +56,19 @@ def write_rows(
 
 
 def _write_impl(data, rows, updates, *, serial):
-  return data.at[rows].set(
+  # On bfloat16 and 8-bit floats' bits (a primitive's implementation: no
+  # derivative is taken through the bitcasts), which XLA:CPU's scatter keeps
+  # (docs/design.md#moved-as-bits).
+  dtype, bits = data.dtype, bits_dtype(data.dtype)
+  if bits is not None:
+    data, updates = (lax.bitcast_convert_type(x, bits) for x in (data, updates))
+  out = data.at[rows].set(
     updates,
     mode="drop",
     unique_indices=not serial,
     wrap_negative_indices=False,
   )
+  return out if bits is None else lax.bitcast_convert_type(out, dtype)
 
 
 def _write_jvp(primals, tangents, *, serial):
@@ -170,6 +183,17 @@ def _write_transpose(ct, data, rows, updates, *, serial):
 
 def _write_batch(args, dims, *, serial):
   size, (data, rows, updates) = batch_in_front(args, dims)
+  # An unbatched float narrower than float32 is broadcast as its bits: in
+  # float XLA:CPU may convert it to float32 and back (moved_as_bits).
+  data, updates = (
+    moved_as_bits(functools.partial(_broadcast, size), rows, x)
+    if d is None and bits_dtype(x.dtype) is not None
+    else in_front
+    for x, d, in_front in (
+      (args[0], dims[0], data),
+      (args[2], dims[2], updates),
+    )
+  )
   slots, n = data.shape[1], rows.shape[1]
   # JAX's batching where the flat row index would overflow, or where the
   # batch or the rows are a symbolic dim (`jax.export`), whose range is
@@ -190,6 +214,11 @@ def _write_batch(args, dims, *, serial):
     serial,
   )
   return out.reshape(data.shape), 0
+
+
+def _broadcast(size, rows, x):
+  del rows
+  return lax.broadcast(x, (size,))
 
 
 write_rows_p.def_impl(jax.jit(_write_impl, static_argnames="serial"))

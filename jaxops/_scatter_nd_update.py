@@ -152,7 +152,7 @@ def _scatter(
 # Linear in (data, updates): the tangent is the same scatter of the tangents,
 # whose transpose is a zeroing scatter and a gather (docs/design.md).
 _scatter_unique = linear_custom_jvp(
-  _scatter, nondiff_argnums=(3,), linear_argnums=(0, 2)
+  _scatter, nondiff_argnums=(3,), linear_argnums=(0, 2), moves=True
 )
 
 

@@ -37,7 +37,11 @@ from hypothesis import strategies as st
 from jax.experimental import checkify
 
 import jaxops
-from tests.support.asserts import assert_same
+from tests.support import gather as gs
+from tests.support import generators as gen
+from tests.support import reductions as sr
+from tests.support.asserts import assert_same, assert_same_bits
+from tests.support.scatter import np_scatter_nd_update
 from tests.support.scatter_order import ORDERS, order_dependent_hlo
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -87,6 +91,137 @@ def test_works_under_every_promotion_config(rank, dtype):
       lambda d: jaxops.gather_elements(d, np.array([[0], [1]]), axis=1).sum()
     )(data[:2])
     assert_same(grad[:, :2], np.eye(2, dtype=np.float32))
+
+
+# Every operator moves NaN payloads (quiet, signaling, negative) bit for bit
+# where XLA:CPU computes the dtype in float32 (docs/design.md#moved-as-bits):
+# against the NumPy reference on the same bits as unsigned ints, eagerly,
+# jitted, and vmapped over data and over indices; the reductions keep the
+# bits of every element no update reaches.
+_NARROW_FLOATS = (jnp.bfloat16, jnp.float8_e5m2, jnp.float16)
+# In range (an eager call raises for others); the rows' first column < 3.
+_ELEMENTS = np.array([[1, 0, 3, 2], [2, 2, 0, 1], [0, 3, 3, 0]])
+_BIT_MOVES: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+  # name: (the operator on (data, indices, updates), the reference on bits)
+  "gather_elements": (
+    lambda d, i, u: jaxops.gather_elements(d, i, 1, fill_value=0),
+    lambda d, i, u: gs.np_gather_elements(d, i, 1, fill=0),
+  ),
+  "gather_elements_clip": (
+    lambda d, i, u: jaxops.gather_elements(d, i, 1, mode="clip"),
+    lambda d, i, u: gs.np_gather_elements(d, i, 1),
+  ),
+  "gather_nd_rows": (
+    lambda d, i, u: jaxops.gather_nd(d, i[:, :1], fill_value=0),
+    lambda d, i, u: gs.np_gather_nd(d, i[:, :1], fill=0),
+  ),
+  "gather": (
+    lambda d, i, u: jaxops.gather(d, i, 1, 1, fill_value=0),
+    lambda d, i, u: gs.np_gather(d, i, 1, 1, fill=0),
+  ),
+  "scatter_nd_update": (
+    lambda d, i, u: jaxops.scatter_nd_update(d, i[:, :1], u),
+    lambda d, i, u: np_scatter_nd_update(d, i[:, :1], u),
+  ),
+  "scatter_nd_update_unique": (
+    lambda d, i, u: jaxops.scatter_nd_update(
+      d, i[:2, 1:2], u[:2], unique_indices=True
+    ),
+    lambda d, i, u: np_scatter_nd_update(d, i[:2, 1:2], u[:2]),
+  ),
+  "scatter_elements_update": (
+    lambda d, i, u: jaxops.scatter_elements_update(d, i, u, axis=1),
+    lambda d, i, u: sr.np_scatter_elements(d, i, u, 1),
+  ),
+  "slice": (
+    lambda d, i, u: jaxops.slice(d, [2], [0], [-1], [1]),
+    lambda d, i, u: d[:, 2:0:-1],
+  ),
+  "strided_slice": (
+    lambda d, i, u: jaxops.strided_slice(d, [2, 3], [0, 0], [-1, -2]),
+    lambda d, i, u: d[2:0:-1, 3:0:-2],
+  ),
+}
+
+
+def _nan_data(dtype, shape, seed=0):
+  """Data of every NaN `dtype` holds (payloads, signaling, negative) and
+  a few numbers, as (floats, their bits)."""
+  unsigned = np.dtype(f"uint{8 * np.dtype(dtype).itemsize}")
+  every = np.arange(np.iinfo(unsigned).max + 1).astype(unsigned)
+  nans = every[np.isnan(every.view(dtype).astype(np.float32))]
+  bits = np.random.default_rng(seed).choice(nans, shape)
+  bits.flat[::5] = np.array([1.5, -0.0, 2.0], dtype).view(unsigned)[
+    np.arange(bits.flat[::5].size) % 3
+  ]
+  return bits.view(dtype), bits
+
+
+# The default run: bfloat16 through every operator and reduction; the other
+# dtypes run the same lines of jaxops/ (--exhaustive).
+@pytest.mark.exhaustive(default=9, keep=("bfloat16",))
+@pytest.mark.scatter_orders(one=True)
+@pytest.mark.parametrize("dtype", _NARROW_FLOATS, ids=gen.dtype_id)
+@pytest.mark.parametrize("name", _BIT_MOVES)
+def test_nan_payloads_move_bit_for_bit(name, dtype, scatter_order):
+  op, reference = _BIT_MOVES[name]
+  (data, bits), (updates, update_bits) = (
+    _nan_data(dtype, (3, 4), seed) for seed in (0, 1)
+  )
+
+  def expected(d, i):
+    return reference(d, i, update_bits).view(dtype)
+
+  for how, call in {"eager": op, "jit": jax.jit(op)}.items():
+    assert_same_bits(
+      call(data, _ELEMENTS, updates), expected(bits, _ELEMENTS), how
+    )
+  # Batched data; batched indices where the operator reads them (the output
+  # of an unbatched call is broadcast by JAX, not moved by jaxops).
+  assert_same_bits(
+    jax.vmap(op, (0, None, None))(
+      np.stack([data, data[::-1]]), _ELEMENTS, updates
+    ),
+    np.stack([expected(bits, _ELEMENTS), expected(bits[::-1], _ELEMENTS)]),
+    "vmap data",
+  )
+  if "slice" not in name:
+    rolled = np.stack([_ELEMENTS, np.roll(_ELEMENTS, 1, 0)])
+    assert_same_bits(
+      jax.vmap(op, (None, 0, None))(data, rolled, updates),
+      np.stack([expected(bits, index) for index in rolled]),
+      "vmap indices",
+    )
+
+
+@pytest.mark.exhaustive(default=9, keep=("bfloat16",))
+@pytest.mark.scatter_orders(one=True)
+@pytest.mark.parametrize("dtype", _NARROW_FLOATS, ids=gen.dtype_id)
+@pytest.mark.parametrize("reduction", ["sum", "prod", "mean"])
+def test_reductions_keep_untouched_nan_payloads(
+  reduction, dtype, scatter_order
+):
+  data, bits = _nan_data(dtype, (6, 3), seed=1)
+  updates = np.array([[1, 2, 3]] * 4, dtype)
+  rows = np.array([4, 1, 4, 4])
+  out = jax.jit(
+    lambda d, i, u: jaxops.scatter_elements_update(
+      d, i, u, axis=0, reduction=reduction
+    )
+  )(data, np.broadcast_to(rows[:, None], (4, 3)), updates)
+  expected = sr.np_scatter_elements(
+    data, np.broadcast_to(rows[:, None], (4, 3)), updates, 0, reduction
+  )
+  assert_same(out, expected, reduction)
+  out = np.asarray(out)
+  untouched = [0, 2, 3, 5]
+  assert_same_bits(out[untouched], data[untouched], f"{reduction}, untouched")
+  summed = jaxops.scatter_nd_update(
+    data, rows[:, None], updates, reduction="sum"
+  )
+  assert_same_bits(
+    np.asarray(summed)[untouched], data[untouched], "ScatterNDUpdate sum"
+  )
 
 
 @pytest.mark.parametrize(

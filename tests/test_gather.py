@@ -697,6 +697,7 @@ def _primitive_names(fn, *args):
   return [str(e.primitive) for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns]
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", EXPORT_VMAP)
 def test_export_primitive_under_vmap(name):
   from jaxops import _export

@@ -521,6 +521,7 @@ GRAD_CONFIGS = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.jax_modes("x64")  # finite differences and float64 sums
 @pytest.mark.parametrize("name", GRAD_CONFIGS)
 def test_check_grads(name):

@@ -489,6 +489,7 @@ def test_unique_indices_promise_gives_the_same_result(reduction):
     )
 
 
+@pytest.mark.exhaustive(default=3)
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.usefixtures("constructed")
 def test_long_runs_fold_in_documented_chunks(reduction, monkeypatch):

@@ -541,10 +541,10 @@ def test_linear_transpose_is_the_vjp(case):
 
 
 def test_transposable_uses_its_own_transpose_under_every_transform():
-  """`_linear.transposable`: JAX never transposes `apply` itself (a
+  """`_transposable.transposable`: JAX never transposes `apply` itself (a
   deliberately different `transpose` shows which one ran), and vmap batches
   both functions."""
-  from jaxops import _linear
+  from jaxops import _transposable
 
   scale = jnp.asarray([2.0, 3.0], jnp.float32)
   apply = lambda r, x: (x * r,)  # noqa: E731
@@ -553,7 +553,7 @@ def test_transposable_uses_its_own_transpose_under_every_transform():
   aval = jax.core.ShapedArray((2,), jnp.float32)
 
   def f(x):
-    return _linear.transposable(apply, transpose, scale, (x,), [aval])[0]
+    return _transposable.transposable(apply, transpose, scale, (x,), [aval])[0]
 
   x = jnp.asarray([5.0, 7.0], jnp.float32)
   ones = jnp.ones(2, jnp.float32)
@@ -576,7 +576,7 @@ def test_transposable_traces_apply_only_to_lower_it():
   nor its jvp, transpose or batching rule traces `apply` (a scatter
   reduction's fold, a fifth of a second per trace). Reverse mode never
   evaluates `apply` at all; the forward traces it once, to lower it."""
-  from jaxops import _linear
+  from jaxops import _transposable
 
   traced = []
 
@@ -589,7 +589,7 @@ def test_transposable_traces_apply_only_to_lower_it():
   aval = jax.core.ShapedArray((2,), jnp.float32)
 
   def f(x):
-    return _linear.transposable(apply, transpose, scale, (x,), [aval])[0]
+    return _transposable.transposable(apply, transpose, scale, (x,), [aval])[0]
 
   x = jnp.asarray([5.0, 7.0], jnp.float32)
   jax.jit(jax.grad(lambda x: f(x).sum())).lower(x)

@@ -8,6 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# The floats of ml_dtypes, which NumPy's NaN-aware comparison does not know.
+NARROW_FLOATS = tuple(
+  np.dtype(d) for d in (jnp.bfloat16, jnp.float8_e4m3fn, jnp.float8_e5m2)
+)
+
 
 def assert_same(actual: Any, expected: Any, context: str = "") -> None:
   """Exact equality of shape, dtype and values, signed zeros included (NaNs
@@ -25,9 +30,9 @@ def assert_same(actual: Any, expected: Any, context: str = "") -> None:
   assert actual.dtype == expected.dtype, (
     f"{context}: dtype {actual.dtype} != {expected.dtype}"
   )
-  if actual.dtype == jnp.bfloat16:
-    # NumPy's NaN-aware comparison does not know bfloat16; float32 holds every
-    # bfloat16 value exactly.
+  if actual.dtype in NARROW_FLOATS:
+    # NumPy's NaN-aware comparison does not know bfloat16 and the 8-bit
+    # floats (ml_dtypes); float32 holds each of their values exactly.
     actual, expected = actual.astype(np.float32), expected.astype(np.float32)
   np.testing.assert_array_equal(actual, expected, err_msg=context)
   if np.issubdtype(actual.dtype, np.floating):
