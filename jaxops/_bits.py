@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxops._common import vary_alike
 from jaxops._transposable import transposable
 
 
@@ -46,7 +47,7 @@ def moved_as_bits(
   """`move(residual, *linear)`, for a `move` that only moves the elements of
   `linear` (one dtype; reads, writes, selects, a constant fill): linear, up
   to that constant. Where `bits_dtype` says XLA:CPU would not move
-  them exactly (bfloat16, 8-bit floats), it runs on their bits inside a
+  them exactly (float16, bfloat16, 8-bit floats), it runs on their bits inside a
   `transposable` whose transpose is the float move's, so `grad`, `vmap` and
   `jax.linear_transpose` see a linear primitive, never a bitcast
   (docs/design.md#moved-as-bits). `move` is a hashable static callable."""
@@ -54,12 +55,14 @@ def moved_as_bits(
   if bits is None:
     return move(residual, *linear)
   out = jax.eval_shape(move, residual, *linear)
-  avals = tuple(jax.typeof(x) for x in linear)
+  # Inside shard_map the result varies with any operand (the indices too).
+  residual, *operands = vary_alike(residual, *linear)
+  avals = tuple(jax.typeof(x) for x in operands)
   (moved,) = transposable(
     functools.partial(_bits_apply, move, bits),
     functools.partial(_float_transpose, move, avals),
     residual,
-    linear,
+    operands,
     [avals[0].update(shape=out.shape, dtype=out.dtype)],
   )
   return moved

@@ -593,6 +593,18 @@ SHARD_MAP_CASES = [
     collectives=("all-reduce",),
     whole_fn=_gather_nd(0),
   ),
+  # A bfloat16 gather moves bits (jaxops/_bits.py) in a primitive whose
+  # result varies with the sharded indices, not with the replicated data.
+  ShardMapCase(
+    "shard_map/bfloat16_gather_replicated_data",
+    lambda d, i: jaxops.gather(d, i, 1).astype(np.float32),
+    lambda r: (
+      ints_as_floats(r, (3, 4)).astype(jnp.bfloat16),
+      r.integers(-4, 4, (DEVICES,)).astype(np.int32),
+    ),
+    (P(), P("x")),
+    P(None, "x"),
+  ),
   ShardMapCase(
     "shard_map/vocab_parallel_update",
     _vocab_parallel_update,
