@@ -779,6 +779,7 @@ def test_the_fold_sorts_stably_when_no_packed_key_fits():
   assert "(tensor<40xi32>, tensor<40xi32>) -> (tensor<40xi32>" in hlo, hlo
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
@@ -834,6 +835,7 @@ VMAP_AXES = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "reduction, axes",
   [(r, a) for r in REDUCTIONS for a in VMAP_AXES[r]],

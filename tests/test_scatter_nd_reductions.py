@@ -232,6 +232,7 @@ VMAP_AXES = {
 }
 
 
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize(
   "reduction, axes", [(r, a) for r in ND for a in VMAP_AXES[r]]
 )
