@@ -65,7 +65,7 @@ def gather(
 
   `indices` must already be wrapped (negative indices counted from the end).
   `tangent=True` selects the formulation whose transpose is leanest; the
-  primal (`tangent=False`) reads bfloat16 and 8-bit floats as their bits
+  primal (`tangent=False`) reads floats narrower than float32 as their bits
   (`moved_as_bits`), which XLA:CPU's selects and concatenations keep.
   """
   if tangent or bits_dtype(data.dtype) is None:

@@ -426,8 +426,8 @@ def reduce_rows(
 
 def _untouched_keep_bits(out, data, touched):
   """`out`, with data's own bits in the rows no update touched, where `out`
-  equals data as a value but not always as bits: a bfloat16 or 8-bit float
-  scatter on XLA:CPU goes through float32, which drops NaN payloads."""
+  equals data as a value but not always as bits: XLA:CPU scatters floats
+  narrower than float32 through float32, which drops NaN payloads."""
   return moved_as_bits(_select_rows, touched, out, data)
 
 

@@ -56,9 +56,9 @@ def write_rows(
 
 
 def _write_impl(data, rows, updates, *, serial):
-  # On bfloat16 and 8-bit floats' bits (a primitive's implementation: no
-  # derivative is taken through the bitcasts), which XLA:CPU's scatter keeps
-  # (docs/design.md#moved-as-bits).
+  # Floats narrower than float32 as their bits (a primitive's implementation:
+  # no derivative is taken through the bitcasts), which XLA:CPU's scatter
+  # keeps (docs/design.md#moved-as-bits).
   dtype, bits = data.dtype, bits_dtype(data.dtype)
   if bits is not None:
     data, updates = (lax.bitcast_convert_type(x, bits) for x in (data, updates))
