@@ -195,6 +195,7 @@ def test_nan_payloads_move_bit_for_bit(name, dtype, scatter_order):
 
 
 @pytest.mark.exhaustive(default=9, keep=("bfloat16",))
+@pytest.mark.covering_modes
 @pytest.mark.scatter_orders(one=True)
 @pytest.mark.parametrize("dtype", _NARROW_FLOATS, ids=gen.dtype_id)
 @pytest.mark.parametrize("reduction", ["sum", "prod", "mean"])
