@@ -320,6 +320,10 @@ def plan_variants(
     donated=True,
   )
   if case.grad:
+    # A loss of means rounds in each program's own order of summation, and
+    # XLA:GPU picks that order per program: so the plain forms' too.
+    loss = case.peer_grad_convention
+    loss_rule = loss[0] if loss and loss[0] == harness.LOSS_ORDER else None
     for form, fn in case.forms.items():
       if case.grad_forms is None or form in case.grad_forms:
         variants.append(
@@ -329,6 +333,7 @@ def plan_variants(
             lambda fn=fn: harness.jax_runner(
               harness.fwd_bwd(fn, case.diff_argnums), (*args, weights)
             ),
+            convention=loss_rule,
           )
         )
     if case.peers and case.torch is not None:

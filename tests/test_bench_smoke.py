@@ -516,3 +516,24 @@ def test_bench_modules_form_a_dag():
 
   for name in modules:
     visit(name, [])
+
+
+def test_determinism_report_on_cpu():
+  """`python -m bench.determinism` (the run-after-run check taken on a GPU,
+  bench/DETERMINISM-gpu-h200.md) at a small size on the CPU: every path
+  gives one result over its runs, the serial sums are NumPy's `np.add.at`,
+  and the CPU's constructed path is the reference itself."""
+  from bench import determinism
+
+  rows = determinism.run(n=4096, dtype="float32", repeats=2, seed=0)
+  cases = {row["case"] for row in rows}
+  assert {"scatter_nd_update/sum", "scatter_elements_update/mean"} <= cases
+  assert {"gather_nd/grad", "gather_elements/grad", "gather/grad"} <= cases
+  for row in rows:
+    assert row["jaxops_distinct"] == 1, row
+    assert row["path"] == "serial", row
+    if row["equals_numpy_serial"] is not None:
+      assert row["equals_numpy_serial"], row
+    if row["plain_equals_jaxops"] is not None:
+      # On CPU the plain formulations are XLA's serial scatter too.
+      assert row["plain_equals_jaxops"], row
