@@ -43,6 +43,7 @@ from jax import lax
 from jaxops import _duplicates, _fold
 from jaxops._bits import bits_dtype, moved_as_bits
 from jaxops._common import is_symbolic, op_error
+from jaxops._quotient import quotient
 
 NEUTRAL_ADD = ("sum", "sub", "mean")
 
@@ -454,10 +455,7 @@ def _serial(data, target, updates, reduction, use_init_val):
   # At least 1: an untargeted slot's quotient is not taken, but its
   # derivative would be (0 / 0).
   divisor = jnp.maximum(count + int(use_init_val), 1).astype(dtype)
-  # A divisor that depends on the sum, as in `_folded`: XLA:CPU rewrites
-  # `x / broadcast(c)` into `x * broadcast(1 / c)`, which rounds otherwise.
-  mean = out / jnp.where(jnp.isnan(out), np.ones((), dtype), divisor)
-  return jnp.where(count > 0, mean, data)
+  return jnp.where(count > 0, quotient(out, divisor), data)
 
 
 @jax.custom_jvp
@@ -505,10 +503,7 @@ def _folded(data, target, updates, reduction, use_init_val, test_ascending):
     rows = _fold.serial_fold(init, updates, lay, "add")
   if reduction == "mean":
     count = jnp.maximum(lay.seg_run + int(use_init_val), 1).astype(dtype)
-    # A divisor that depends on rows: XLA:CPU rewrites `x / broadcast(c)`
-    # into `x * broadcast(1 / c)`, which rounds differently (a NaN row stays
-    # NaN either way).
-    rows = rows / jnp.where(jnp.isnan(rows), np.ones((), dtype), count[:, None])
+    rows = quotient(rows, count[:, None])
   return _write(data, lay.seg_target, rows, keep)
 
 

@@ -17,7 +17,7 @@ from jax.experimental import checkify
 from jax.test_util import check_grads
 
 import jaxops
-from jaxops import _common, _fold, _reduce, _sort, shapes
+from jaxops import _common, _fold, _order, _quotient, _reduce, _sort, shapes
 from jaxops import _scatter_elements_update as _seu
 from tests.support import generators as gen
 from tests.support import modes, rejections, scatter
@@ -124,6 +124,138 @@ def test_integer_mean_of_many_values_in_one_slot(count, dtype, use_init_val):
     use_init_val=use_init_val,
   )
   assert_same(out, expected)
+
+
+# --- the float mean's quotient: correctly rounded on every backend
+# (jaxops._quotient, docs/design.md#mean-quotient)
+
+
+def _float32_quotients(n):
+  """(x, c) over the corrected range: random significands and exponents,
+  all-ones significands, exact quotients; counts 1..300 and up to 2**24."""
+  rng = np.random.default_rng(31)
+  x = rng.uniform(1, 2, n) * 2.0 ** rng.uniform(-75, 124, n)
+  x = (x * rng.choice([-1.0, 1.0], n)).astype(F32)
+  c = rng.integers(1, 2**24, n, endpoint=True).astype(F32)
+  c[: n // 4] = rng.integers(1, 300, n // 4)
+  part = slice(n // 4, n // 2)
+  x[part] = F32(2**24 - 1) * 2.0 ** rng.integers(-50, 100, n // 4)
+  exact = slice(n // 2, 3 * n // 4)
+  x[exact] = rng.integers(1, 2**12, n // 4) * c[exact]
+  return x, c
+
+
+def test_mean_quotient_corrects_a_division_within_two_ulp():
+  # XLA:GPU divides float32 with PTX's div.full.f32 (within 2 ulp: an H200
+  # gave other bits than the CPU for jaxops' means), TPUs through a
+  # reciprocal. From any quotient within 2 ulp the correction finds the
+  # correctly rounded one, NumPy's.
+  x, c = _float32_quotients(1 << 16)
+  want = x / c
+  nearest = jax.jit(_quotient.nearest)
+  for ulps in (-2, -1, 0, 1, 2):
+    q = want
+    for _ in range(abs(ulps)):
+      q = np.nextafter(q, F32(np.copysign(np.inf, ulps)))
+    assert_same_bits(nearest(x, c, q), want, f"{ulps} ulp")
+
+
+QUOTIENT_DTYPES = {
+  "float32": F32,
+  "bfloat16": jnp.bfloat16,
+  "float16": np.float16,
+  "float64": pytest.param(np.float64, marks=pytest.mark.jax_modes("x64")),
+}
+
+
+# The CPU's path (the backend divides) and every other platform's (the
+# correction), both in every dtype's case: `_quotient` is small.
+QUOTIENT_PATHS = ("serial", "constructed")
+
+
+@pytest.fixture
+def quotient_path(request, monkeypatch):
+  if request.param == "constructed":
+    monkeypatch.setenv(_order.ENV_VAR, "constructed")
+  else:
+    monkeypatch.delenv(_order.ENV_VAR, raising=False)
+  return request.param
+
+
+@pytest.mark.parametrize("quotient_path", QUOTIENT_PATHS, indirect=True)
+@pytest.mark.parametrize("dtype", QUOTIENT_DTYPES.values(), ids=QUOTIENT_DTYPES)
+def test_mean_quotient_and_its_derivatives_round_correctly(
+  dtype, quotient_path
+):
+  # Over the whole range, specials included (outside [2**-75, 2**125] the
+  # backend's quotient stands), eager and jitted; the narrow floats are
+  # divided in float32 and rounded once more, as XLA:CPU does. The jvp,
+  # vjp and transpose divide the tangent the same way. On CPU the backend
+  # divides; the constructed path (every other platform's) corrects.
+  finfo = jnp.finfo(dtype)
+  specials = [0.0, -0.0, np.inf, -np.inf, np.nan, float(finfo.max)]
+  # Quotients that stay normal: XLA:CPU flushes subnormal results to zero.
+  specials += [2.0**-100, -(2.0**-110)]
+  specials += [2.0**-75, 2.0**125, -(2.0**-76), 3.0 * 2.0**124]
+  rng = np.random.default_rng(32)
+  x = np.concatenate([specials, rng.standard_normal(4000) * 1e3])
+  with np.errstate(over="ignore"):  # 2**125 is inf in float16
+    x = x.astype(dtype)
+  c = rng.integers(1, 2**12, x.size).astype(dtype)
+  wide = np.float64 if dtype == np.float64 else F32
+  want = (x.astype(wide) / c.astype(wide)).astype(dtype)
+  quotient = functools.partial(_quotient.quotient, count=c)
+  assert_same_bits(quotient(x), want, "eager")
+  assert_same_bits(jax.jit(quotient)(x), want, "jit")
+  ct = rng.standard_normal(x.size).astype(dtype)
+  want_ct = (ct.astype(wide) / c.astype(wide)).astype(dtype)
+  finite = np.where(np.isfinite(x), x, 0).astype(dtype)
+  _, vjp = jax.vjp(quotient, finite)
+  assert_same_bits(vjp(ct)[0], want_ct, "vjp")
+  assert_same_bits(jax.jvp(quotient, (finite,), (ct,))[1], want_ct, "jvp")
+  transposed = jax.linear_transpose(quotient, finite)
+  assert_same_bits(transposed(ct)[0], want_ct, "linear_transpose")
+  batched = jax.vmap(quotient, in_axes=0)(x.reshape(1, -1))
+  assert_same_bits(batched[0], want, "vmap")
+  corrects = lambda platform: (
+    "stablehlo.and"
+    in jax.export.export(jax.jit(quotient), platforms=(platform,))(
+      x
+    ).mlir_module()
+  )
+  narrow = np.dtype(dtype).itemsize <= 4
+  assert corrects("cuda") == narrow
+  assert corrects("cpu") == (narrow and quotient_path == "constructed")
+
+
+@pytest.mark.parametrize("quotient_path", QUOTIENT_PATHS, indirect=True)
+@pytest.mark.parametrize("use_init_val", (True, False))
+def test_mean_gradients_are_rounded_quotients(use_init_val, quotient_path):
+  # d mean / d value = 1 / count: the cotangent divided by the count,
+  # correctly rounded, in data's rows and in each update's.
+  rng = np.random.default_rng(33)
+  data = rng.standard_normal((9, 4)).astype(F32)
+  indices = rng.integers(0, 8, (60, 4)).astype(I32)  # row 8 untouched
+  updates = rng.standard_normal((60, 4)).astype(F32)
+  ct = rng.standard_normal((9, 4)).astype(F32)
+  count = np.full((9, 4), int(use_init_val), np.int32)
+  np.add.at(count, (indices, np.arange(4)), 1)
+  divided = ct / np.maximum(count, 1).astype(F32)
+
+  def f(d, u):
+    return jaxops.scatter_elements_update(
+      d, indices, u, reduction="mean", use_init_val=use_init_val
+    )
+
+  out, vjp = jax.vjp(jax.jit(f), data, updates)
+  assert_same(
+    out, np_scatter_elements(data, indices, updates, 0, "mean", use_init_val)
+  )
+  d_data, d_updates = vjp(ct)
+  touched = count > int(use_init_val)
+  want_data = np.where(touched, divided if use_init_val else 0, ct)
+  assert_same(d_data, want_data.astype(F32))
+  assert_same(d_updates, np.take_along_axis(divided, indices, 0))
 
 
 # The long division of the remainders' digit sums, in uint32 (x32 mode's
