@@ -8,6 +8,7 @@ parameter's str may hold an object's address (CI once failed with "Different
 tests were collected between gw0 and gw1" for that reason).
 """
 
+import os
 import subprocess
 import sys
 
@@ -52,3 +53,50 @@ def test_covering_designs_collect_the_same_tests_in_every_process():
     "the covering design differs between two processes: "
     f"{sorted(set(first) ^ set(second))[:10]}"
   )
+
+
+# Where pytest-benchmark before 5.2 is installed (as on a GPU machine's
+# image), it warns while pytest configures that xdist disables it; this
+# suite's `filterwarnings = error` turned that into an INTERNALERROR before
+# any test ran. The same warning, from a stand-in plugin:
+_BENCHMARK_LIKE_PLUGIN = """
+import warnings
+import pytest
+
+def pytest_configure(config):
+  warnings.warn(pytest.PytestWarning(
+    "Benchmarks are automatically disabled because xdist plugin is "
+    "active.Benchmarks cannot be performed reliably in a parallelized "
+    "environment."
+  ))
+"""
+
+
+@pytest.mark.exhaustive
+@pytest.mark.jax_modes(None)
+def test_suite_runs_beside_a_plugin_that_warns_at_configure(tmp_path):
+  (tmp_path / "benchmark_like.py").write_text(_BENCHMARK_LIKE_PLUGIN)
+  env = processes.subprocess_env()
+  env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "pytest",
+      "-q",
+      "-n",
+      "2",
+      "-p",
+      "benchmark_like",
+      "-p",
+      "no:cacheprovider",
+      "tests/test_layout.py::test_every_operator_has_its_lowering",
+    ],
+    cwd=processes.REPO_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "1 passed" in result.stdout, result.stdout
