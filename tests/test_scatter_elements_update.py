@@ -182,6 +182,7 @@ def quotient_path(request, monkeypatch):
   return request.param
 
 
+@pytest.mark.exhaustive(default=2, keep=("float32",))
 @pytest.mark.parametrize("quotient_path", QUOTIENT_PATHS, indirect=True)
 @pytest.mark.parametrize("dtype", QUOTIENT_DTYPES.values(), ids=QUOTIENT_DTYPES)
 def test_mean_quotient_and_its_derivatives_round_correctly(
@@ -210,12 +211,12 @@ def test_mean_quotient_and_its_derivatives_round_correctly(
   ct = rng.standard_normal(x.size).astype(dtype)
   want_ct = (ct.astype(wide) / c.astype(wide)).astype(dtype)
   finite = np.where(np.isfinite(x), x, 0).astype(dtype)
-  _, vjp = jax.vjp(quotient, finite)
-  assert_same_bits(vjp(ct)[0], want_ct, "vjp")
+  vjp = jax.jit(lambda x, ct: jax.vjp(quotient, x)[1](ct)[0])
+  assert_same_bits(vjp(finite, ct), want_ct, "vjp")
   assert_same_bits(jax.jvp(quotient, (finite,), (ct,))[1], want_ct, "jvp")
   transposed = jax.linear_transpose(quotient, finite)
   assert_same_bits(transposed(ct)[0], want_ct, "linear_transpose")
-  batched = jax.vmap(quotient, in_axes=0)(x.reshape(1, -1))
+  batched = jax.jit(jax.vmap(quotient))(x.reshape(1, -1))
   assert_same_bits(batched[0], want, "vmap")
   corrects = lambda platform: (
     "stablehlo.and"
