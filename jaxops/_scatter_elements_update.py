@@ -245,7 +245,9 @@ def scatter_elements_update(
   n = math.prod(indices.shape)
   if n == 0 or data.size == 0:
     return data
-  indices = _values.index_array(indices)
+  # XLA would fold constant indices (a model's initializers) into targets
+  # at compile time, slowly (docs/design.md#constant-indices).
+  indices = lax.optimization_barrier(_values.index_array(indices))
   if reduction == "none":
     strategy = None
     # A symbolic n may be 1: the winner search is right for one update too.

@@ -385,7 +385,12 @@ def scatter_nd_update(
     # Nothing to write (every index into an empty dim is out of range).
     return data
   if reduction != "none":
-    tuples = jnp.reshape(_values.index_array(indices), (n, k))
+    # XLA would fold constant indices (a model's initializers) through the
+    # product's derivative, its sort included, at compile time
+    # (docs/design.md#constant-indices).
+    tuples = lax.optimization_barrier(
+      jnp.reshape(_values.index_array(indices), (n, k))
+    )
     reduce: Callable[..., jax.Array] = functools.partial(
       _reduce_tuples,
       sizes=sizes,
