@@ -18,7 +18,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -247,7 +247,8 @@ def scatter_elements_update(
     return data
   # XLA would fold constant indices (a model's initializers) into targets
   # at compile time, slowly (docs/design.md#constant-indices).
-  indices = lax.optimization_barrier(_values.index_array(indices))
+  indices = _values.index_array(indices)
+  indices = cast(jax.Array, lax.optimization_barrier(indices))
   if reduction == "none":
     strategy = None
     # A symbolic n may be 1: the winner search is right for one update too.
