@@ -78,6 +78,7 @@ def test_jax_float32_data_with_numpy_float64_updates(jax_mode):
 
 @pytest.mark.parametrize("rank", ["raise", "warn"])
 @pytest.mark.parametrize("dtype", ["strict", "standard"])
+@pytest.mark.covering_modes
 def test_works_under_every_promotion_config(rank, dtype):
   with jax.numpy_rank_promotion(rank), jax.numpy_dtype_promotion(dtype):
     data = np.arange(20.0, dtype=np.float32).reshape(4, 5)
@@ -541,9 +542,9 @@ def test_export_vmap_over_a_symbolic_batch(op):
 # Symbolic dims in the operators' own shapes (docs/export.md#symbolic-dims).
 
 SIZES = (1, 3, 6)  # of the symbolic dim b, and c = b + 1 (jax.export: >= 1)
-# The symbolic export's default rows call at one of them, the smallest and
-# the largest by turns (each size compiles the exported and the jitted
-# function again); --exhaustive at all three.
+# The symbolic export's default rows call at one of them, the smallest or
+# the largest (SYMBOLIC_DEFAULT; each size compiles the exported and the
+# jitted function again); --exhaustive at all three.
 DEFAULT_SIZES = ((1,), (6,))
 INT32 = np.iinfo(np.int32)
 
@@ -845,29 +846,25 @@ def _and_gradient(fn, argnums):
   return jax.jit(lambda *a: (fn(*a), grad(*a)))
 
 
-# The rows the default run takes: every operator, the gathers' ordered
-# transpose and both paths of the scatters, the symbolic product's scan; the
-# other cases and paths (the mean's row fold among them) run with
+# The rows the default run takes: the gathers' ordered transpose, the
+# slices, the constructed paths of both scatters and the symbolic product's
+# scan; the other cases and paths (the mean's row fold among them) run with
 # --exhaustive. Together they run every line and branch of jaxops/ that a
-# symbolic dim reaches and no other test does (coverage.py, per test).
+# symbolic dim reaches and no other test does (coverage.py, per test); every
+# operator's symbolic batch is test_export_vmap_over_a_symbolic_batch's.
+# Each at its size of DEFAULT_SIZES.
 SYMBOLIC_DEFAULT = {
-  ("gather_nd_fill", "constructed"),
-  ("gather", "serial"),
-  ("gather_elements", "serial"),
-  ("slice", "serial"),
-  ("strided_slice", "serial"),
-  ("scatter_nd_update", "serial"),
-  ("scatter_nd_update_prod_clip", "constructed"),
-  ("scatter_elements_update_clip", "constructed"),
-  ("scatter_elements_update_1d", "serial"),
+  ("gather_nd_fill", "constructed"): DEFAULT_SIZES[0],
+  ("slice", "serial"): DEFAULT_SIZES[1],
+  ("strided_slice", "serial"): DEFAULT_SIZES[0],
+  ("scatter_nd_update_prod_clip", "constructed"): DEFAULT_SIZES[0],
+  ("scatter_elements_update_clip", "constructed"): DEFAULT_SIZES[0],
 }
 SYMBOLIC_ROWS = [
   pytest.param(
     name,
     order,
-    DEFAULT_SIZES[sorted(SYMBOLIC_DEFAULT).index((name, order)) % 2]
-    if (name, order) in SYMBOLIC_DEFAULT
-    else SIZES,
+    SYMBOLIC_DEFAULT.get((name, order), SIZES),
     id=f"{order}-{name}",
     marks=() if (name, order) in SYMBOLIC_DEFAULT else pytest.mark.exhaustive,
   )

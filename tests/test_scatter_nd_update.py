@@ -1262,6 +1262,7 @@ def test_vmap_each_argument_matches_loop(data_shape, lead, k, unique):
   ],
   ids=["elements", "slices", "duplicates"],
 )
+@pytest.mark.exhaustive(default=2, keep=("duplicates",))
 @pytest.mark.jax_modes("x64")  # finite differences need float64
 def test_check_grads_order2_fwd_rev(data_shape, lead, k, unique):
   rng = np.random.default_rng(9)

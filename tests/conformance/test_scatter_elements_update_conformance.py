@@ -256,6 +256,7 @@ def test_onnx_node_cases(case):
 
 @pytest.mark.parametrize("reduction", ("sum", "prod", "mean"))
 @pytest.mark.scatter_orders
+@pytest.mark.covering_modes
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).

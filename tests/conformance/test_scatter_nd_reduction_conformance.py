@@ -265,6 +265,7 @@ def test_onnxruntime_multithreaded_reductions_lose_updates():
 
 @pytest.mark.parametrize("reduction", ("sum", "sub", "prod"))
 @pytest.mark.scatter_orders
+@pytest.mark.covering_modes
 def test_runs_longer_than_a_chunk(reduction, scatter_order):
   # On CPU, the serial loop at every run length, as both runtimes; the
   # constructed path chunks (docs/semantics.md#reduction-order).

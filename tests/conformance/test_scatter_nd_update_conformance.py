@@ -101,6 +101,7 @@ def test_openvino_cpu_random_unique(signature, seed):
 @pytest.mark.parametrize(
   "signature", SIGNATURES + K0_SIGNATURES, ids=_ids(SIGNATURES + K0_SIGNATURES)
 )
+@pytest.mark.exhaustive(default=2)
 @pytest.mark.covering_modes
 def test_onnxruntime_random_unique(signature, seed):
   data, indices, updates = _case(signature, seed)
