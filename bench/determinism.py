@@ -24,13 +24,12 @@ it structurally (tests/test_determinism.py) and on CPU. Writes
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -42,19 +41,6 @@ from jaxops import _order
 
 TARGETS = 64
 FEATURES = 16
-
-
-@contextlib.contextmanager
-def _constructed() -> Iterator[None]:
-  old = os.environ.get(_order.ENV_VAR)
-  os.environ[_order.ENV_VAR] = "constructed"
-  try:
-    yield
-  finally:
-    if old is None:
-      del os.environ[_order.ENV_VAR]
-    else:
-      os.environ[_order.ENV_VAR] = old
 
 
 def _inputs(n: int, dtype: Any, seed: int) -> dict[str, np.ndarray]:
@@ -175,7 +161,7 @@ def run(n: int, dtype: str, repeats: int, seed: int) -> list[dict[str, Any]]:
   devices = list(dict.fromkeys([jax.devices()[0], cpu]))
   rows = []
   for name, (ours, plain, args) in cases.items():
-    with _constructed():
+    with _order.forced_constructed():
       reference = _runs(ours, args, cpu, 1)[0]
     serial = _serial_sum(x, name)
     for device in devices:

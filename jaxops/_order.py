@@ -22,9 +22,10 @@ function is traced (set it before the first call of a jitted function).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -46,6 +47,22 @@ def constructed_only() -> bool:
       "(docs/semantics.md#repeat-order)"
     )
   return value == "constructed"
+
+
+@contextlib.contextmanager
+def forced_constructed() -> Iterator[None]:
+  """Functions traced inside take the constructed path on CPU too, as
+  `JAXOPS_SCATTER_ORDER=constructed` says (for the tests and the bench;
+  the switch is read when tracing)."""
+  before = os.environ.get(ENV_VAR)
+  os.environ[ENV_VAR] = "constructed"
+  try:
+    yield
+  finally:
+    if before is None:
+      del os.environ[ENV_VAR]
+    else:
+      os.environ[ENV_VAR] = before
 
 
 def by_platform(

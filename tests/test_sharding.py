@@ -52,8 +52,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxops
+from jaxops import _order
 from tests.support import generators as gen
-from tests.support import modes, scatter_order
+from tests.support import modes
 from tests.support.asserts import assert_same
 
 # Each case runs in one x64 mode, the cases alternating (tests/conftest.py).
@@ -187,7 +188,7 @@ def _scatter_args(data_shape, count):
 
 
 def _scatter_constructed(d, i, u):
-  with scatter_order.forced_constructed():
+  with _order.forced_constructed():
     return jaxops.scatter_nd_update(d, i, u)
 
 

@@ -6,14 +6,10 @@ docs/design.md#scatter-reductions)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 
 import jax
 import numpy as np
-
-from jaxops import _order
 
 # The paths of scatters with repeated targets a test runs on CPU (the
 # `scatter_order` fixture): XLA's serial scatter, the default, and the
@@ -69,18 +65,3 @@ def order_dependent_hlo(text):
     if not (integer and ops and ops <= HLO_ORDER_FREE):
       found.append(f"{m['dtype']} {sorted(ops)}")
   return found
-
-
-@contextlib.contextmanager
-def forced_constructed():
-  """Traces inside take the constructed path on CPU too (the path of every
-  other platform; the switch is read at trace time)."""
-  before = os.environ.get(_order.ENV_VAR)
-  os.environ[_order.ENV_VAR] = "constructed"
-  try:
-    yield
-  finally:
-    if before is None:
-      del os.environ[_order.ENV_VAR]
-    else:
-      os.environ[_order.ENV_VAR] = before
