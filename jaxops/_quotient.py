@@ -5,13 +5,14 @@ The float `mean` reductions divide a sum by a count, and the runtimes (and
 NumPy's reference) round that quotient correctly. XLA:CPU divides float32
 correctly rounded too; XLA:GPU emits PTX's `div.full.f32`, within 2 ulp (on
 an H200 jaxops' float32 means differed from the CPU's in the last bit,
-bench/DETERMINISM-gpu-h200.md), and TPUs divide through a reciprocal. So
-for float32, and the narrower floats computed in float32, jaxops corrects
-the backend's quotient q: the exact residual `x - q * count`, from products
-of 12-bit halves (exact in any IEEE multiply, so a fused multiply-add
-cannot change them), says which of q and its neighbours is nearest to
-`x / count`, twice. float64 (correctly rounded on CPU and GPU) and complex
-are the backend's division.
+bench/DETERMINISM-gpu-h200.md), and XLA promises no correctly rounded
+division on TPUs either. So on every platform but CPU, for float32 and the
+narrower floats computed in float32, jaxops corrects the backend's quotient
+q: the exact residual `x - q * count`, from products of 12-bit halves
+(exact in any IEEE multiply, so a fused multiply-add cannot change them),
+says which of q and its neighbours is nearest to `x / count`, twice. The
+CPU keeps its own division (`_order.by_platform`). float64 (correctly
+rounded on CPU and GPU) and complex are the backend's division.
 """
 
 from __future__ import annotations
