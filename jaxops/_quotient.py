@@ -78,16 +78,17 @@ def nearest(x: jax.Array, c: jax.Array, q: jax.Array) -> jax.Array:
   |x| lies in [2**-75, 2**125]; elsewhere `q`)."""
   c_high, c_low = _halves(c)
   in_range = (jnp.abs(x) >= _SMALLEST) & (jnp.abs(x) <= _LARGEST)
-  nearer = q
+  nearer, r = q, _residual(x, q, c_high, c_low)
   for _ in range(2):
-    r = _residual(x, nearer, c_high, c_low)
     # Toward x / c (c > 0); r == 0 is exact, and every step away is larger.
     up = jnp.where(r > 0, np.float32(np.inf), np.float32(-np.inf))
     step = lax.nextafter(nearer, up)
+    r_step = _residual(x, step, c_high, c_low)
     # The nearest has |r| <= ulp * c / 2, exact; no quotient of floats is a
     # tie, and a rounded residual of a farther one is no smaller.
-    closer = jnp.abs(_residual(x, step, c_high, c_low)) < jnp.abs(r)
+    closer = jnp.abs(r_step) < jnp.abs(r)
     nearer = jnp.where(closer, step, nearer)
+    r = jnp.where(closer, r_step, r)
   return jnp.where(in_range, nearer, q)
 
 
