@@ -44,6 +44,7 @@ from jaxops import _duplicates, _fold
 from jaxops._bits import bits_dtype, moved_as_bits
 from jaxops._common import is_symbolic, op_error
 from jaxops._quotient import quotient
+from jaxops._scatter import at_rows
 
 NEUTRAL_ADD = ("sum", "sub", "mean")
 
@@ -97,17 +98,12 @@ def from_key(key: jax.Array, dtype: Any) -> jax.Array:
   return jnp.where(nan, np.asarray(np.nan, dtype).view(kd), bits)
 
 
+_COMBINERS = {"sum": "add", "sub": "add", "mean": "add", "prod": "multiply"}
+
+
 def _scatter_combine(data, target, updates, reduction):
   """`data.at[target].<op>(updates)`: an order-independent integer combiner."""
-  ref = data.at[target]
-  kwargs: dict[str, Any] = dict(mode="drop", wrap_negative_indices=False)
-  if reduction in ("sum", "sub", "mean"):
-    return ref.add(updates, **kwargs)
-  if reduction == "prod":
-    return ref.multiply(updates, **kwargs)
-  if reduction == "min":
-    return ref.min(updates, **kwargs)
-  return ref.max(updates, **kwargs)
+  return at_rows(data, target, updates, _COMBINERS.get(reduction, reduction))
 
 
 def _float_minmax_primal(data, target, updates, is_max, use_init_val):
@@ -190,10 +186,11 @@ def _minmax_jvp(is_max, use_init_val, serial, primals, tangents):
   # data), else the first update in index order that equals it.
   won = to_key(updates, is_max) == key.at[target].get(mode="fill", fill_value=0)
   position = lax.broadcasted_iota(jnp.int32, (n, r), 0)
-  winner = (
-    jnp.full((slots, r), n, jnp.int32)
-    .at[target]
-    .min(jnp.where(won, position, n), mode="drop", wrap_negative_indices=False)
+  winner = at_rows(
+    jnp.full((slots, r), n, jnp.int32),
+    target,
+    jnp.where(won, position, n),
+    "min",
   )
   if use_init_val:
     winner = jnp.where(to_key(data, is_max) == key, n, winner)
@@ -213,20 +210,12 @@ def _minmax_jvp(is_max, use_init_val, serial, primals, tangents):
 
 
 def targeted(target, slots):
-  return (
-    jnp.zeros((slots,), jnp.uint8)
-    .at[target]
-    .max(np.uint8(1), mode="drop", wrap_negative_indices=False)
-    .astype(bool)
-  )
+  hit = at_rows(jnp.zeros((slots,), jnp.uint8), target, np.uint8(1), "max")
+  return hit.astype(bool)
 
 
 def _counts(target, slots, dtype):
-  return (
-    jnp.zeros((slots,), dtype)
-    .at[target]
-    .add(1, mode="drop", wrap_negative_indices=False)
-  )
+  return at_rows(jnp.zeros((slots,), dtype), target, 1, "add")
 
 
 def _bool(data, target, updates, reduction):
@@ -316,9 +305,7 @@ def _write(data, lay_target, rows, keep):
   away = lax.iota(dtype, s)
   away = -1 - away if is_symbolic(slots + s) else slots + away
   index = jnp.where(keep, lay_target.astype(dtype), away)
-  return data.at[index].set(
-    rows, mode="drop", unique_indices=True, wrap_negative_indices=False
-  )
+  return at_rows(data, index, rows, "set", unique_indices=True)
 
 
 def _apply(reduction, acc, rows):
@@ -348,9 +335,12 @@ def has_serial(dtype: Any, reduction: str, unique_indices: bool) -> bool:
 
 
 # Jitted so that an eager call compiles and dispatches once, not op by op
-# (the layout alone is a few dozen operations); inlined under an outer jit.
+# (the layout alone is a few dozen operations); inlined into an outer jit's
+# program, not called: across a call XLA:CPU copies the updates it reshapes
+# (docs/design.md#canonical-scatter).
 @functools.partial(
   jax.jit,
+  inline=True,
   static_argnames=(
     "reduction",
     "use_init_val",
@@ -447,7 +437,7 @@ def _serial(data, target, updates, reduction, use_init_val):
     return _serial_prod(data, target, updates)
   if reduction == "sub":
     updates = -updates
-  out = data.at[target].add(updates, mode="drop", wrap_negative_indices=False)
+  out = at_rows(data, target, updates, "add")
   if reduction != "mean":
     return out
   count = _counts(target, slots, _duplicates.int_dtype_for(target.shape[0]))
@@ -460,9 +450,7 @@ def _serial(data, target, updates, reduction, use_init_val):
 
 @jax.custom_jvp
 def _serial_prod(data, target, updates):
-  return data.at[target].multiply(
-    updates, mode="drop", wrap_negative_indices=False
-  )
+  return at_rows(data, target, updates, "multiply")
 
 
 @_serial_prod.defjvp

@@ -42,6 +42,7 @@ from jaxops._common import (
 )
 from jaxops._duplicates import int_dtype_for
 from jaxops._export import is_int
+from jaxops._scatter import at_rows
 
 write_rows_p = Primitive("jaxops_write_rows")
 
@@ -62,12 +63,7 @@ def _write_impl(data, rows, updates, *, serial):
   dtype, bits = data.dtype, bits_dtype(data.dtype)
   if bits is not None:
     data, updates = (lax.bitcast_convert_type(x, bits) for x in (data, updates))
-  out = data.at[rows].set(
-    updates,
-    mode="drop",
-    unique_indices=not serial,
-    wrap_negative_indices=False,
-  )
+  out = at_rows(data, rows, updates, "set", unique_indices=not serial)
   return out if bits is None else lax.bitcast_convert_type(out, dtype)
 
 
@@ -92,11 +88,7 @@ def last_wins(rows: jax.Array, slots: int) -> jax.Array:
   itself (one integer scatter of positions; XLA:CPU keeps the last)."""
   n = rows.shape[0]
   position = lax.iota(np.int32, n)
-  table = (
-    jnp.full((slots,), -1, np.int32)
-    .at[rows]
-    .set(position, mode="drop", wrap_negative_indices=False)
-  )
+  table = at_rows(jnp.full((slots,), -1, np.int32), rows, position, "set")
   won = table.at[rows].get(mode="fill", fill_value=-1) == position
   return jnp.where(won, rows, np.asarray(-1, rows.dtype))
 
@@ -145,9 +137,7 @@ def _serial_winners(ct: jax.Array, rows: jax.Array):
   marks = _marks(rows.shape[0], ct.dtype)
   if marks is None or not _markable(shape):
     return last_wins(rows, shape[0]), ct
-  marked = (
-    ct.reshape(-1).at[rows].set(marks, mode="drop", wrap_negative_indices=False)
-  )
+  marked = at_rows(ct.reshape(-1), rows, marks, "set")
   found = marked.at[rows].get(
     mode="fill", fill_value=0, wrap_negative_indices=False
   )

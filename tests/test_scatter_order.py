@@ -257,6 +257,55 @@ def test_cpu_program_prepares_tuples_in_one_loop(reduction, mode):
   assert computed == ["4096,1"], entry
 
 
+# Updates with more than one batch dim: ScatterElementsUpdate's elements of
+# 2-D data, ScatterNDUpdate with indices of rank 3.
+_BATCH_ROWS = _RNG.integers(0, 64, (64, 64, 1))
+_BATCH_UPDATES = _RNG.standard_normal((64, 64, 8)).astype(np.float32)
+_BATCHED = {
+  **{
+    f"scatter_nd_update-{r}": (
+      functools.partial(
+        lambda d, u, r: jaxops.scatter_nd_update(
+          d, _BATCH_ROWS, u, reduction=r
+        ),
+        r=r,
+      ),
+      _BATCH_UPDATES,
+    )
+    for r in ("none", "sum", "prod", "max")
+  },
+  **{
+    name: (fn, _ROW_UPDATES)
+    for name, fn in PATHS.items()
+    if name.startswith("scatter_elements_update")
+  },
+}
+
+
+def _moves_only(text):
+  """The computations of an optimized HLO module that only move data."""
+  moving = set()
+  for name, body in re.findall(r"^%(\S+) .*? \{\n(.*?)\n\}", text, re.M | re.S):
+    ops = set(re.findall(r"= \w+\[[^\]]*\]\S* ([\w-]+)\(", body))
+    if ops <= {"parameter", "bitcast", "copy", "transpose"}:
+      moving.add(name)
+  return moving
+
+
+@pytest.mark.parametrize("name", _BATCHED)
+@pytest.mark.covering_modes
+def test_cpu_program_reads_updates_where_they_are(name):
+  # Found in the field: `.at[]` inserts the row dimension, which XLA puts
+  # back with a reshape of updates that XLA:CPU laid out as a copy where
+  # updates had more than one batch dim (64 MiB more per call for the
+  # bench's graph layer, a third of its time; docs/design.md#canonical-scatter).
+  # The program holds no fusion that only moves data.
+  fn, updates = _BATCHED[name]
+  compiled = _fresh(fn).lower(_DATA, updates).compile().as_text()
+  called = re.findall(r"calls=%([\w.-]+)", compiled.split("ENTRY", 1)[1])
+  assert set(called).isdisjoint(_moves_only(compiled)), compiled
+
+
 @pytest.mark.exhaustive(default=2)
 @pytest.mark.parametrize("name", PATHS)
 @pytest.mark.covering_modes
