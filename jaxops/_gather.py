@@ -158,6 +158,8 @@ _gather_linear = linear_custom_jvp(
   linear_argnums=(0,),
   tangent_nondiff=lambda a, b, mode, fill_value, tangent: (a, b, mode, 0, True),
   gather=True,
+  # An index reads the slice of data's dims after axis.
+  whole_dims=lambda shape, index_shape, a, *_: len(shape) - a - 1,
 )
 
 

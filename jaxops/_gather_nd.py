@@ -135,6 +135,8 @@ _gather_nd = linear_custom_jvp(
   linear_argnums=(0,),
   tangent_nondiff=lambda b, mode, fill_value, tangent: (b, mode, 0, True),
   gather=True,
+  # A tuple reads the slice of data's dims after the b + k it indexes.
+  whole_dims=lambda shape, index_shape, b, *_: len(shape) - b - index_shape[-1],
 )
 
 

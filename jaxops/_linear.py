@@ -41,6 +41,7 @@ def linear_custom_jvp(
   linear_argnums: Sequence[int],
   tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
   gather: bool = False,
+  whole_dims: Callable[..., int] | None = None,
   moves: bool = False,
 ) -> Callable[..., jax.Array]:
   """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
@@ -59,6 +60,10 @@ def linear_custom_jvp(
       The returned function then takes one more static argument, last:
       `_order.constructed_only()`, read by the caller outside its `jit`
       (whose traces, and their derivatives, are cached).
+    whole_dims: for a gather, `whole_dims(data.shape, indices.shape,
+      *static)` is the number of data's trailing dims every read copies
+      whole (the output's trailing dims): its transpose then reduces rows
+      of them, not elements. Default: none.
     moves: `fn` only moves the elements of its linear arguments (one
       dtype), so its primal runs on their bits (`moved_as_bits`);
       the tangent, which JAX transposes, stays in the float type.
@@ -117,8 +122,13 @@ def linear_custom_jvp(
         _with_static, fn, merge, tuple(tangent_static)
       )
       data_dot, indices = tangent_args
+      whole = (
+        0
+        if whole_dims is None
+        else whole_dims(data_dot.shape, indices.shape, *static)
+      )
       return out, ordered_gather(
-        tangent_fn, data_dot, indices, out, constructed=constructed
+        tangent_fn, data_dot, indices, out, whole, constructed=constructed
       )
     return out, fn(*merge(tangent_static, tangent_args))
 
@@ -157,6 +167,7 @@ def ordered_gather(
   data: jax.Array,
   indices: jax.Array,
   like: jax.Array,
+  whole: int = 0,
   *,
   constructed: bool,
 ) -> jax.Array:
@@ -165,19 +176,22 @@ def ordered_gather(
   on CPU JAX's transpose, XLA's scatter-add (serial there); elsewhere, and
   on CPU too where `constructed`, the sorted fold of `_reduce.reduce_rows`,
   never a float scatter-add over repeated indices. `like` has the result's
-  type (the primal output)."""
-  if int_dtype_for(math.prod(data.shape) + 1) is None:
-    return gather(data, indices)  # No element id fits an index type.
-  in_order = functools.partial(_gather_in_order, gather, jax.typeof(like))
+  type (the primal output); every read copies data's last `whole` dims
+  whole."""
+  if int_dtype_for(math.prod(data.shape[: data.ndim - whole]) + 1) is None:
+    return gather(data, indices)  # No row id fits an index type.
+  in_order = functools.partial(
+    _gather_in_order, gather, jax.typeof(like), whole
+  )
   return _order.by_platform(
     gather, in_order, data, indices, only_constructed=constructed
   )
 
 
-def _gather_in_order(gather, out_aval, data, indices):
+def _gather_in_order(gather, out_aval, whole, data, indices):
   (out,) = transposable(
     functools.partial(_gather_apply, gather),
-    functools.partial(_gather_transpose, gather, data.shape),
+    functools.partial(_gather_transpose, gather, data.shape, whole),
     indices,
     (data,),
     [out_aval],
@@ -189,18 +203,24 @@ def _gather_apply(gather, indices, data):
   return (gather(data, indices),)
 
 
-def _gather_transpose(gather, shape, indices, ct):
-  """Each output element's cotangent summed into the data element it read
-  (found by gathering element ids, 0 for a fill), in output order."""
-  size = math.prod(shape)
-  zeros = jnp.zeros((size, 1), ct.dtype)
-  if size == 0 or ct.size == 0:
+def _gather_transpose(gather, shape, whole, indices, ct):
+  """Each output row's cotangent summed into the data row it read, in
+  output order: rows of data's last `whole` dims, which every read copies
+  whole (a row of one element where `whole` is 0). The row each output row
+  read is found by gathering row ids (0 for a fill) from an array of data's
+  shape with those dims of size 1: data's row sharding stays where it is,
+  and the sort and the fold have one target per row, not per element."""
+  lead = shape[: len(shape) - whole]
+  slots, r = math.prod(lead), math.prod(shape[len(shape) - whole :])
+  zeros = jnp.zeros((slots, r), ct.dtype)
+  if slots == 0 or ct.size == 0:
     return (zeros.reshape(shape),)
-  dtype = int_dtype_for(size + 1)
-  ids = (lax.iota(dtype, size) + np.asarray(1, dtype)).reshape(shape)
-  read = gather(ids, indices).reshape(-1)
-  target = jnp.where(read > 0, read - 1, _common.dim_value(size, dtype))
-  out = _reduce.reduce_rows(zeros, target, ct.reshape(-1, 1), "sum")
+  dtype = int_dtype_for(slots + 1)
+  ids = lax.iota(dtype, slots) + np.asarray(1, dtype)
+  read = gather(ids.reshape(lead + (1,) * whole), indices).reshape(-1)
+  target = jnp.where(read > 0, read - 1, _common.dim_value(slots, dtype))
+  rows = ct.reshape((read.shape[0], r))
+  out = _reduce.reduce_rows(zeros, target, rows, "sum")
   return (out.reshape(shape),)
 
 
