@@ -662,6 +662,15 @@ def batch_in_front(
   ]
 
 
+def batched(fn: Callable[..., Any], batch: int) -> Callable[..., Any]:
+  """`fn` mapped over `batch` leading dims of all its operands (`jax.vmap`
+  once per dim): each batch member's gathers and scatters stay within it,
+  so a sharding of the batch dims stays where it is."""
+  for _ in range(batch):
+    fn = jax.vmap(fn)
+  return fn
+
+
 def is_float0(tangent: Any) -> bool:
   """Whether `tangent` is the float0 tangent of an integer or bool primal."""
   return jnp.result_type(tangent) == jax.dtypes.float0

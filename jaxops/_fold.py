@@ -10,8 +10,10 @@ per segment, read through the sort order: the updates are never copied into
 it; two ranks per iteration), then folds the chunk results of long runs.
 Up to CHUNK updates per target this is the serial index order exactly.
 `fold_p` add is linear, with its own jvp, transpose and batching rules (JAX
-cannot transpose a while loop); `serial_prod` differentiates the product
-without division.
+cannot transpose a while loop); under `vmap` it and its transpose keep the
+batch as a leading dim of every operand, so that a sharded batch stays
+sharded (docs/design.md#serial-cpu). `serial_prod` differentiates the
+product without division.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from jaxops import _sort
-from jaxops._common import batch_in_front, is_symbolic, provable, vary_alike
+from jaxops._common import (
+  batch_in_front,
+  batched,
+  is_symbolic,
+  provable,
+  vary_alike,
+)
 from jaxops._duplicates import reduce_whole
 
 # Updates per target folded in serial order; longer runs fold in chunks of
@@ -64,22 +72,23 @@ def fold(init, members, order, start, count, group, *, op: str) -> jax.Array:
 
 def _fold_impl(init, members, order, start, count, group, *, op):
   del group
-  m = order.shape[0]
-  if m == 0 or init.shape[0] == 0:
+  batch = order.ndim - 1  # Leading batch dims of every operand (vmap).
+  m = order.shape[-1]
+  if m == 0 or init.shape[batch] == 0:
     return init
   combine = lax.add if op == "add" else lax.mul
   # The loop counts iterations, not ranks: XLA:CPU (jaxlib 0.10.2) drops a
-  # loop whose counter steps by 2 up to a constant bound of 1.
+  # loop whose counter steps by 2 up to a constant bound of 1. One bound
+  # for the whole batch: the loop's test stays a scalar.
   iterations = (reduce_whole(count, "max") + UNROLL - 1) // UNROLL
+  read = batched(_read, batch)
 
   def body(state):
     i, acc = state
     for rank in (i * UNROLL + u for u in range(UNROLL)):
-      at = order.at[jnp.minimum(start + rank, m - 1)].get(
-        mode="promise_in_bounds"
-      )
-      rows = members.at[at].get(mode="promise_in_bounds")
-      acc = jnp.where((rank < count)[:, None], combine(acc, rows), acc)
+      at = read(order, jnp.minimum(start + rank, m - 1))
+      rows = read(members, at)
+      acc = jnp.where((rank < count)[..., None], combine(acc, rows), acc)
     return i + 1, acc
 
   return lax.while_loop(
@@ -109,26 +118,14 @@ def _fold_transpose(ct, init, members, order, start, count, group, *, op):
   return [init_ct, members_ct, None, None, None, None]
 
 
-def _in_segments(first, order, start, count, group) -> list[jax.Array]:
-  """A batched fold's or spread's segment table `first` (B, S, ...) and
-  layout, the batch folded into the segments (and the members)."""
-  size, s, m = first.shape[0], first.shape[1], order.shape[1]
-  batch = lax.broadcasted_iota(jnp.int32, (size, 1), 0)
-  return [
-    first.reshape((size * s,) + first.shape[2:]),
-    (order + batch * m).reshape(-1),
-    (start + batch * m).reshape(-1),
-    count.reshape(-1),
-    jnp.where(group < s, group + batch * s, size * s).reshape(-1),
-  ]
+def _read(x, at):
+  return x.at[at].get(mode="promise_in_bounds")
 
 
 def _fold_batch(args, dims, *, op):
-  size, (init, members, *layout_args) = batch_in_front(args, dims)
-  init, *layout_args = _in_segments(init, *layout_args)
-  members = members.reshape((-1,) + members.shape[2:])
-  out = fold(init, members, *layout_args, op=op)
-  return out.reshape((size, -1) + out.shape[1:]), 0
+  # The batch stays a dim of every operand.
+  _, moved = batch_in_front(args, dims)
+  return fold(*moved, op=op), 0
 
 
 fold_p.def_impl(_fold_impl)
@@ -159,6 +156,10 @@ def spread(ct, order, start, count, group) -> jax.Array:
 
 def _spread_impl(ct, order, start, count, group):
   del order, start, count
+  return batched(_spread_read, group.ndim - 1)(ct, group)
+
+
+def _spread_read(ct, group):
   return ct.at[group].get(mode="fill", fill_value=0)
 
 
@@ -176,14 +177,13 @@ def _spread_transpose(cts, ct, order, start, count, group):
 
 
 def _spread_batch(args, dims):
-  size, moved = batch_in_front(args, dims)
-  out = spread(*_in_segments(*moved))
-  return out.reshape((size, -1) + out.shape[1:]), 0
+  _, moved = batch_in_front(args, dims)
+  return spread(*moved), 0
 
 
 spread_p.def_impl(_spread_impl)
 spread_p.def_abstract_eval(
-  lambda ct, order, *_: ct.update(shape=order.shape + ct.shape[1:])
+  lambda ct, order, *_: ct.update(shape=order.shape + ct.shape[order.ndim :])
 )
 mlir.register_lowering(spread_p, mlir.lower_fun(_spread_impl, False))
 ad.primitive_jvps[spread_p] = _spread_jvp

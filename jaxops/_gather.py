@@ -36,7 +36,7 @@ from jaxops._common import (
   op_error,
   shape_str,
 )
-from jaxops._linear import linear_custom_jvp
+from jaxops._linear import ReadDims, linear_custom_jvp
 
 OP = "Gather-8"
 
@@ -158,8 +158,11 @@ _gather_linear = linear_custom_jvp(
   linear_argnums=(0,),
   tangent_nondiff=lambda a, b, mode, fill_value, tangent: (a, b, mode, 0, True),
   gather=True,
-  # An index reads the slice of data's dims after axis.
-  whole_dims=lambda shape, index_shape, a, *_: len(shape) - a - 1,
+  # An index keeps the b batch dims and reads the slice of data's dims
+  # after axis.
+  read_dims=lambda shape, index_shape, a, b, *_: ReadDims(
+    tuple(range(b)), len(shape) - a - 1
+  ),
 )
 
 

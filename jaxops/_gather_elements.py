@@ -31,7 +31,7 @@ from jaxops._common import (
   op_error,
   shape_str,
 )
-from jaxops._linear import linear_custom_jvp
+from jaxops._linear import ReadDims, linear_custom_jvp
 
 OP = "GatherElements-13"
 
@@ -111,6 +111,15 @@ _gather_elements = linear_custom_jvp(
   linear_argnums=(0,),
   tangent_nondiff=lambda axis, mode, fill_value, tangent: (axis, mode, 0, True),
   gather=True,
+  # An element keeps its coordinate along every other dim, where indices
+  # span data.
+  read_dims=lambda shape, index_shape, axis, *_: ReadDims(
+    tuple(
+      d
+      for d, (n, m) in enumerate(zip(shape, index_shape))
+      if d != axis and _common.provable(operator.eq, n, m)
+    )
+  ),
 )
 
 

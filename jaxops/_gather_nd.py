@@ -30,7 +30,7 @@ from jaxops._common import (
   op_error,
   shape_str,
 )
-from jaxops._linear import linear_custom_jvp
+from jaxops._linear import ReadDims, linear_custom_jvp
 
 OP = "GatherND-8"
 
@@ -135,8 +135,11 @@ _gather_nd = linear_custom_jvp(
   linear_argnums=(0,),
   tangent_nondiff=lambda b, mode, fill_value, tangent: (b, mode, 0, True),
   gather=True,
-  # A tuple reads the slice of data's dims after the b + k it indexes.
-  whole_dims=lambda shape, index_shape, b, *_: len(shape) - b - index_shape[-1],
+  # A tuple keeps the b batch dims and reads the slice of data's dims
+  # after the b + k it indexes.
+  read_dims=lambda shape, index_shape, b, *_: ReadDims(
+    tuple(range(b)), len(shape) - b - index_shape[-1]
+  ),
 )
 
 

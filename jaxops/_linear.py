@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ def linear_custom_jvp(
   linear_argnums: Sequence[int],
   tangent_nondiff: Callable[..., tuple[Any, ...]] | None = None,
   gather: bool = False,
-  whole_dims: Callable[..., int] | None = None,
+  read_dims: Callable[..., ReadDims] | None = None,
   moves: bool = False,
 ) -> Callable[..., jax.Array]:
   """`fn` as a `jax.custom_jvp` whose tangent is `fn` of the tangents.
@@ -60,10 +60,10 @@ def linear_custom_jvp(
       The returned function then takes one more static argument, last:
       `_order.constructed_only()`, read by the caller outside its `jit`
       (whose traces, and their derivatives, are cached).
-    whole_dims: for a gather, `whole_dims(data.shape, indices.shape,
-      *static)` is the number of data's trailing dims every read copies
-      whole (the output's trailing dims): its transpose then reduces rows
-      of them, not elements. Default: none.
+    read_dims: for a gather, `read_dims(data.shape, indices.shape,
+      *static)`: the dims of data that every read keeps and that every
+      read copies whole (`ReadDims`), which its ordered transpose reduces
+      over as a batch and as rows. Default: neither.
     moves: `fn` only moves the elements of its linear arguments (one
       dtype), so its primal runs on their bits (`moved_as_bits`);
       the tangent, which JAX transposes, stays in the float type.
@@ -122,13 +122,13 @@ def linear_custom_jvp(
         _with_static, fn, merge, tuple(tangent_static)
       )
       data_dot, indices = tangent_args
-      whole = (
-        0
-        if whole_dims is None
-        else whole_dims(data_dot.shape, indices.shape, *static)
+      dims = (
+        ReadDims()
+        if read_dims is None
+        else read_dims(data_dot.shape, indices.shape, *static)
       )
       return out, ordered_gather(
-        tangent_fn, data_dot, indices, out, whole, constructed=constructed
+        tangent_fn, data_dot, indices, out, dims, constructed=constructed
       )
     return out, fn(*merge(tangent_static, tangent_args))
 
@@ -162,12 +162,25 @@ def _placed(fn, static, linear, key, n, residual, *moved):
 # --- the transpose of a gather, in order ------------------------------------
 
 
+class ReadDims(NamedTuple):
+  """How a gather's reads sit in data.
+
+  `kept`: the dims of data (in increasing order) whose coordinate every read
+  keeps: output dim d reads data dim d at the same coordinate, the sizes
+  equal (batch dims; GatherElements' other dims). `whole`: how many of
+  data's trailing dims every read copies whole, as the output's trailing
+  dims (GatherND's slice, Gather's dims after `axis`)."""
+
+  kept: tuple[int, ...] = ()
+  whole: int = 0
+
+
 def ordered_gather(
   gather: Callable[..., jax.Array],
   data: jax.Array,
   indices: jax.Array,
   like: jax.Array,
-  whole: int = 0,
+  dims: ReadDims,
   *,
   constructed: bool,
 ) -> jax.Array:
@@ -176,22 +189,25 @@ def ordered_gather(
   on CPU JAX's transpose, XLA's scatter-add (serial there); elsewhere, and
   on CPU too where `constructed`, the sorted fold of `_reduce.reduce_rows`,
   never a float scatter-add over repeated indices. `like` has the result's
-  type (the primal output); every read copies data's last `whole` dims
-  whole."""
-  if int_dtype_for(math.prod(data.shape[: data.ndim - whole]) + 1) is None:
+  type (the primal output); `dims` says how the reads sit in data."""
+  if int_dtype_for(math.prod(_indexed(data.shape, dims)) + 1) is None:
     return gather(data, indices)  # No row id fits an index type.
-  in_order = functools.partial(
-    _gather_in_order, gather, jax.typeof(like), whole
-  )
+  in_order = functools.partial(_gather_in_order, gather, jax.typeof(like), dims)
   return _order.by_platform(
     gather, in_order, data, indices, only_constructed=constructed
   )
 
 
-def _gather_in_order(gather, out_aval, whole, data, indices):
+def _indexed(shape, dims: ReadDims) -> tuple[Any, ...]:
+  """The sizes of the dims of data a read chooses a row along."""
+  rows = len(shape) - dims.whole
+  return tuple(shape[d] for d in range(rows) if d not in dims.kept)
+
+
+def _gather_in_order(gather, out_aval, dims, data, indices):
   (out,) = transposable(
     functools.partial(_gather_apply, gather),
-    functools.partial(_gather_transpose, gather, data.shape, whole),
+    functools.partial(_gather_transpose, gather, data.shape, dims),
     indices,
     (data,),
     [out_aval],
@@ -203,25 +219,43 @@ def _gather_apply(gather, indices, data):
   return (gather(data, indices),)
 
 
-def _gather_transpose(gather, shape, whole, indices, ct):
+def _gather_transpose(gather, shape, dims, indices, ct):
   """Each output row's cotangent summed into the data row it read, in
-  output order: rows of data's last `whole` dims, which every read copies
-  whole (a row of one element where `whole` is 0). The row each output row
-  read is found by gathering row ids (0 for a fill) from an array of data's
-  shape with those dims of size 1: data's row sharding stays where it is,
-  and the sort and the fold have one target per row, not per element."""
-  lead = shape[: len(shape) - whole]
-  slots, r = math.prod(lead), math.prod(shape[len(shape) - whole :])
-  zeros = jnp.zeros((slots, r), ct.dtype)
+  output order, separately for every coordinate of the kept dims: rows of
+  data's last `dims.whole` dims (one element where there are none). The row
+  each output row read is found by gathering row ids (0 for a fill) from
+  an array of data's shape with the whole dims of size 1 and the same ids
+  along every kept dim. The sort and the fold then have one target per row
+  and run per kept coordinate (a batch): a sharding of the kept or whole
+  dims stays where it is."""
+  kept, whole = dims
+  ndim = len(shape)
+  rows_at = [d for d in range(ndim - whole) if d not in kept]
+  indexed = _indexed(shape, dims)
+  slots, r = math.prod(indexed), math.prod(shape[ndim - whole :])
   if slots == 0 or ct.size == 0:
-    return (zeros.reshape(shape),)
+    return (jnp.zeros(shape, ct.dtype),)
   dtype = int_dtype_for(slots + 1)
-  ids = lax.iota(dtype, slots) + np.asarray(1, dtype)
-  read = gather(ids.reshape(lead + (1,) * whole), indices).reshape(-1)
+  ids = (lax.iota(dtype, slots) + np.asarray(1, dtype)).reshape(indexed)
+  id_shape = shape[: ndim - whole] + (1,) * whole
+  read = gather(lax.broadcast_in_dim(ids, id_shape, rows_at), indices)
+  read = read.reshape(read.shape[: read.ndim - whole])
+  front = tuple(range(len(kept)))
+  batch = tuple(shape[d] for d in kept)
+  read = jnp.moveaxis(read, kept, front)
+  n = math.prod(read.shape[len(kept) :])
   target = jnp.where(read > 0, read - 1, _common.dim_value(slots, dtype))
-  rows = ct.reshape((read.shape[0], r))
-  out = _reduce.reduce_rows(zeros, target, rows, "sum")
-  return (out.reshape(shape),)
+  sums = _common.batched(_sum_rows, len(kept))(
+    jnp.zeros(batch + (slots, r), ct.dtype),
+    target.reshape(batch + (n,)),
+    jnp.moveaxis(ct, kept, front).reshape(batch + (n, r)),
+  )
+  out = sums.reshape(batch + indexed + shape[ndim - whole :])
+  return (jnp.moveaxis(out, front, kept),)
+
+
+def _sum_rows(zeros, target, rows):
+  return _reduce.reduce_rows(zeros, target, rows, "sum")
 
 
 # --- a scatter that is linear in data and updates ---------------------------
