@@ -248,7 +248,8 @@ def _gather_transpose(gather, shape, dims, indices, ct):
   sums = _common.batched(_sum_rows, len(kept))(
     jnp.zeros(batch + (slots, r), ct.dtype),
     target.reshape(batch + (n,)),
-    jnp.moveaxis(ct, kept, front).reshape(batch + (n, r)),
+    # Each member's rows as they are: reduce_rows takes them as (n, r).
+    jnp.moveaxis(ct, kept, front),
   )
   out = sums.reshape(batch + indexed + shape[ndim - whole :])
   return (jnp.moveaxis(out, front, kept),)

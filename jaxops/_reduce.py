@@ -335,12 +335,10 @@ def has_serial(dtype: Any, reduction: str, unique_indices: bool) -> bool:
 
 
 # Jitted so that an eager call compiles and dispatches once, not op by op
-# (the layout alone is a few dozen operations); inlined into an outer jit's
-# program, not called: across a call XLA:CPU copies the updates it reshapes
-# (docs/design.md#canonical-scatter).
+# (the layout alone is a few dozen operations), and computes what the same
+# call computes under an outer jit; there it is a call that XLA inlines.
 @functools.partial(
   jax.jit,
-  inline=True,
   static_argnames=(
     "reduction",
     "use_init_val",
@@ -361,6 +359,11 @@ def reduce_rows(
 ) -> jax.Array:
   """`data` (slots, R) with `updates` (n, R) reduced in at `target` (n,).
 
+  `updates` may come in any shape of n * R elements, the rows in row-major
+  order: reshaped here, inside the call, not by the caller, XLA:CPU reads
+  them where they are (reshaped across the call, it copied them:
+  docs/design.md#canonical-scatter).
+
   `target` is a signed int array; the value `slots` (or any value out of
   [0, slots)) drops the update. `test_ascending=False` sorts without first
   testing whether the targets ascend (docs/design.md#presorted).
@@ -371,6 +374,7 @@ def reduce_rows(
   slots, r = data.shape
   n = target.shape[0]
   dtype = data.dtype
+  updates = updates.reshape((n, r))
   if n == 0 or slots == 0:
     return data
   if dtype == np.bool_:

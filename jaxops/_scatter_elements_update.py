@@ -347,7 +347,8 @@ def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:
 
 def _by_elements(data, indices, updates, axis, mode, reduce):
   target = _targets(indices, data.shape, axis, mode)
-  out = reduce(data.reshape(-1, 1), target, updates.reshape(-1, 1))
+  # Updates as they are: `reduce_rows` takes them as rows of one element.
+  out = reduce(data.reshape(-1, 1), target, updates)
   return out.reshape(data.shape)
 
 
@@ -363,7 +364,7 @@ def _by_rows(data, indices, updates, axis, mode, reduce):
   out = reduce(
     moved.reshape(size, -1),
     _targets(index, column, axis, mode),
-    jnp.moveaxis(updates, axis, 0).reshape(m, -1),
+    jnp.moveaxis(updates, axis, 0),
   )
   return jnp.moveaxis(out.reshape(moved.shape), 0, axis)
 

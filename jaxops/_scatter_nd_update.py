@@ -264,13 +264,13 @@ def _targets(
 def _reduce_tuples(
   data, tuples, updates, *, sizes, mode, reduction, unique_indices, serial=False
 ):
-  """The reduction of `updates` (n, ...) into data at `tuples` (n, k);
-  `serial`: as for `_reduce.reduce_rows`."""
-  n = tuples.shape[0]
+  """The reduction of `updates` (the tuples' batch dims + data's slice
+  dims) into data at `tuples` (n, k); `serial`: as for
+  `_reduce.reduce_rows`, which takes the updates as n rows."""
   out = _reduce.reduce_rows(
     data.reshape(math.prod(sizes), -1),
     _targets(tuples, sizes, mode),
-    updates.reshape(n, -1),
+    updates,
     reduction,
     unique_indices=unique_indices,
     serial=serial,
@@ -278,15 +278,12 @@ def _reduce_tuples(
   return out.reshape(data.shape)
 
 
-def _sum_transpose(tuples, ct, *, sizes, mode, reduction):
+def _sum_transpose(tuples, ct, *, sizes, updates_shape, mode, reduction):
   """`_reduce.sum_transpose` on the rows of data."""
   ct_data, ct_updates = _reduce.sum_transpose(
     ct.reshape(math.prod(sizes), -1), _targets(tuples, sizes, mode), reduction
   )
-  n = tuples.shape[0]
-  return ct_data.reshape(ct.shape), ct_updates.reshape(
-    (n,) + ct.shape[len(sizes) :]
-  )
+  return ct_data.reshape(ct.shape), ct_updates.reshape(updates_shape)
 
 
 def scatter_nd_update(
@@ -380,11 +377,11 @@ def scatter_nd_update(
   if scatter_mode != lax.GatherScatterMode.CLIP:
     _common.check_concrete_bounds(indices, sizes, op)
   n = math.prod(indices.shape[:-1])
-  updates = jnp.reshape(updates, (n,) + data.shape[k:])
   if n == 0 or data.size == 0:
     # Nothing to write (every index into an empty dim is out of range).
     return data
   if reduction != "none":
+    # Updates keep their shape: `reduce_rows` takes them as (n, ...) rows.
     # XLA would fold constant indices (a model's initializers) through the
     # product's derivative, its sort included, at compile time
     # (docs/design.md#constant-indices).
@@ -408,10 +405,15 @@ def scatter_nd_update(
       # Transposed by a gather, not through the fold and the layout's
       # gathers and writes (docs/design.md#fold-cost).
       transpose = functools.partial(
-        _sum_transpose, sizes=sizes, mode=scatter_mode, reduction=reduction
+        _sum_transpose,
+        sizes=sizes,
+        updates_shape=updates.shape,
+        mode=scatter_mode,
+        reduction=reduction,
       )
       return linear_with_transpose(reduce, transpose, data, tuples, updates)
     return reduce(data, tuples, updates)
+  updates = jnp.reshape(updates, (n,) + data.shape[k:])
   if k == 0:
     # Every tuple addresses all of data: the last one wins.
     return updates[-1]
