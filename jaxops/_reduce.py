@@ -52,13 +52,14 @@ NEUTRAL_ADD = ("sum", "sub", "mean")
 def neutral(reduction: str, dtype: Any) -> Any:
   """The value every targeted slot starts from when use_init_val=False."""
   dtype = np.dtype(dtype)
+  # 0 and 1 as the dtype converts them: float8_e8m0fnu has no zero (NaN).
   if reduction in NEUTRAL_ADD:
-    return np.zeros((), dtype)
+    return np.asarray(0).astype(dtype)
   if reduction == "prod":
-    return np.ones((), dtype)
+    return np.asarray(1).astype(dtype)
   info = (
-    np.iinfo(dtype)
-    if np.issubdtype(dtype, np.integer)
+    jnp.iinfo(dtype)
+    if jnp.issubdtype(dtype, jnp.integer)
     else jnp.finfo(dtype)
     if dtype != np.bool_
     else None
@@ -71,31 +72,61 @@ def neutral(reduction: str, dtype: Any) -> Any:
 # --- min and max on a total order ------------------------------------------
 
 
+def _bits_type(dtype) -> np.dtype:
+  """The signed int type of a float's width (int4 for the 4-bit floats)."""
+  return np.dtype(jnp.dtype(f"int{jnp.finfo(dtype).bits}"))
+
+
 def _key_dtype(dtype):
-  return {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[np.dtype(dtype).itemsize]
+  """The keys' int type: the float's width, at least 16 bits. The keys of
+  NaN are the type's extremes, which no number may share: the 8- and 4-bit
+  floats use their extreme patterns for numbers (float8_e4m3fnuz's 0x7F is
+  240), so their keys are widened."""
+  return np.dtype(jnp.dtype(f"int{max(16, jnp.finfo(dtype).bits)}"))
+
+
+def _signless(dtype) -> bool:
+  """Floats without a sign bit (float8_e8m0fnu): their bits order as
+  unsigned ints."""
+  return float(jnp.finfo(dtype).min) > 0  # compared as the dtype, 0 is NaN
+
+
+def _order_bits(bits: jax.Array, signless: bool) -> jax.Array:
+  """Sign-magnitude bits to ints ordered as the floats, -0 < +0, and back
+  (the map is its own inverse); bits of a signless float: the top bit
+  flipped, unsigned order as signed."""
+  info = jnp.iinfo(bits.dtype)
+  if signless:
+    return bits ^ np.asarray(info.min, bits.dtype)
+  return bits ^ ((bits >> (info.bits - 1)) & np.asarray(info.max, bits.dtype))
 
 
 def to_key(x: jax.Array, is_max: bool) -> jax.Array:
   """An integer key ordered as the floats, -0 < +0, NaN above everything for
   max and below for min (so it wins, i.e. propagates)."""
   kd = _key_dtype(x.dtype)
-  info = np.iinfo(kd)
-  bits = lax.bitcast_convert_type(x, kd)
-  key = bits ^ ((bits >> (info.bits - 1)) & np.asarray(info.max, kd))
-  nan = np.asarray(info.max if is_max else info.min, kd)
-  return jnp.where(jnp.isnan(x), nan, key)
+  bits = lax.bitcast_convert_type(x, _bits_type(x.dtype))
+  key = _order_bits(bits, _signless(x.dtype)).astype(kd)
+  nan = np.iinfo(kd).max if is_max else np.iinfo(kd).min
+  return jnp.where(jnp.isnan(x), np.asarray(nan, kd), key)
+
+
+def _canonical_nan(dtype) -> np.ndarray:
+  """The bits, as `_bits_type`, of the float's NaN (a 4-bit float has none:
+  then whatever NumPy converts NaN to, never selected)."""
+  with np.errstate(invalid="ignore"):
+    return np.asarray(np.nan).astype(dtype).view(_bits_type(dtype))
 
 
 def from_key(key: jax.Array, dtype: Any) -> jax.Array:
-  """The bits, in the key's int type, of the float a key orders: NaN keys
+  """The bits, as `_bits_type(dtype)`, of the float a key orders: NaN keys
   give the canonical NaN. Bits, so that selecting among them moves no
   float (XLA:CPU selects bfloat16 through float32, which drops NaN
   payloads)."""
-  kd = key.dtype
-  info = np.iinfo(kd)
-  bits = key ^ ((key >> (info.bits - 1)) & np.asarray(info.max, kd))
+  info = np.iinfo(key.dtype)
   nan = (key == info.max) | (key == info.min)
-  return jnp.where(nan, np.asarray(np.nan, dtype).view(kd), bits)
+  bits = _order_bits(key.astype(_bits_type(dtype)), _signless(dtype))
+  return jnp.where(nan, _canonical_nan(dtype), bits)
 
 
 _COMBINERS = {"sum": "add", "sub": "add", "mean": "add", "prod": "multiply"}
@@ -129,7 +160,7 @@ def _kept(key, data, target, is_max, use_init_val):
     kept = key == to_key(data, is_max)
   else:
     kept = ~targeted(target, data.shape[0])[:, None]
-  own = lax.bitcast_convert_type(data, key.dtype)
+  own = lax.bitcast_convert_type(data, _bits_type(data.dtype))
   bits = jnp.where(kept, own, from_key(key, data.dtype))
   return lax.bitcast_convert_type(bits, data.dtype)
 
@@ -149,14 +180,16 @@ def _native_minmax(data, target, updates, is_max, use_init_val):
     start = jnp.where(hit, neutral(reduction, data.dtype), data)
   out = _scatter_combine(start, target, updates, reduction)
   own = jnp.isnan(data) if use_init_val else ~hit
-  kd = _key_dtype(data.dtype)
-  canonical = np.asarray(np.nan, data.dtype).view(kd)
+  bits_type = _bits_type(data.dtype)
+  canonical = _canonical_nan(data.dtype)
   # Selected as bits, as in `from_key`: XLA:CPU selects bfloat16 through
   # float32, which drops NaN payloads.
   bits = jnp.where(
     own,
-    lax.bitcast_convert_type(data, kd),
-    jnp.where(jnp.isnan(out), canonical, lax.bitcast_convert_type(out, kd)),
+    lax.bitcast_convert_type(data, bits_type),
+    jnp.where(
+      jnp.isnan(out), canonical, lax.bitcast_convert_type(out, bits_type)
+    ),
   )
   return lax.bitcast_convert_type(bits, data.dtype)
 

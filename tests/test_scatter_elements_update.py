@@ -318,6 +318,7 @@ def test_nan_propagates_under_min_and_max(scatter_order):
 # from an update is the canonical NaN. Slots nothing targets came back as
 # the canonical NaN before (payload and sign lost).
 NAN_DTYPES = (
+  jnp.float8_e5m2,  # the 8-bit float with NaN payloads
   np.float16,
   jnp.bfloat16,
   np.float32,
@@ -360,6 +361,35 @@ def test_signed_zeros_are_ordered_under_min_and_max(scatter_order):
     jaxops.scatter_elements_update(data, [0, 1], upd, reduction="min"),
     np.array([-0.0, -0.0], F32),
   )
+
+
+# The keys that order floats were as wide as the float, and a NaN's key one
+# of the extremes: the 8- and 4-bit floats, whose extreme patterns are numbers
+# (float8_e4m3fnuz's 0x7F is 240, float4_e2m1fn has no NaN), had no key type
+# at all (KeyError) before. Every number of the dtype, each slot taking a
+# shuffled run of them, data included: the ties of the two zeros, the
+# infinities, the extremes.
+@pytest.mark.exhaustive(default=3)
+@pytest.mark.parametrize("dtype", gen.NARROW_FLOATS, ids=gen.dtype_id)
+@pytest.mark.parametrize("reduction", ("min", "max"))
+@pytest.mark.scatter_orders(one=True)
+def test_min_max_order_every_number_of_the_narrow_floats(
+  reduction, dtype, scatter_order
+):
+  rng = np.random.default_rng(5)
+  numbers = gen.every_number(dtype)
+  updates = rng.permutation(np.concatenate([numbers, numbers]))
+  indices = rng.integers(0, 5, updates.shape)
+  data = rng.choice(numbers, 5)
+  for init in (True, False):
+    out = _jitted(
+      data, indices, updates, 0, reduction=reduction, use_init_val=init
+    )
+    assert_same_bits(
+      out,
+      np_scatter_elements(data, indices, updates, 0, reduction, init),
+      f"use_init_val={init}",
+    )
 
 
 def test_bool_rules():
@@ -536,9 +566,11 @@ DTYPES = (
   np.float32,
   np.float16,
   jnp.bfloat16,
+  *gen.NARROW_FLOATS,
   np.int8,
   np.uint8,
   np.int32,
+  *gen.NARROW_INTS,
   np.bool_,
   np.complex64,
 )

@@ -8,10 +8,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# The floats of ml_dtypes, which NumPy's NaN-aware comparison does not know.
-NARROW_FLOATS = tuple(
-  np.dtype(d) for d in (jnp.bfloat16, jnp.float8_e4m3fn, jnp.float8_e5m2)
-)
+_NUMPY_FLOATS = tuple(map(np.dtype, (np.float16, np.float32, np.float64)))
+
+
+def _as_numpy_type(x: np.ndarray) -> np.ndarray:
+  """ml_dtypes' floats (bfloat16, 8 and 4 bits) as float32, which holds each
+  of their values exactly, and its ints of 2 and 4 bits as int8: NumPy's
+  NaN-aware comparison does not know them."""
+  if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype not in _NUMPY_FLOATS:
+    return x.astype(np.float32)
+  if jnp.issubdtype(x.dtype, jnp.integer) and x.dtype.itemsize * 8 > (
+    jnp.iinfo(x.dtype).bits
+  ):
+    return x.astype(np.int8)
+  return x
 
 
 def assert_same(actual: Any, expected: Any, context: str = "") -> None:
@@ -30,10 +40,7 @@ def assert_same(actual: Any, expected: Any, context: str = "") -> None:
   assert actual.dtype == expected.dtype, (
     f"{context}: dtype {actual.dtype} != {expected.dtype}"
   )
-  if actual.dtype in NARROW_FLOATS:
-    # NumPy's NaN-aware comparison does not know bfloat16 and the 8-bit
-    # floats (ml_dtypes); float32 holds each of their values exactly.
-    actual, expected = actual.astype(np.float32), expected.astype(np.float32)
+  actual, expected = _as_numpy_type(actual), _as_numpy_type(expected)
   np.testing.assert_array_equal(actual, expected, err_msg=context)
   if np.issubdtype(actual.dtype, np.floating):
     numbers = ~np.isnan(actual)

@@ -20,12 +20,37 @@ INDEX_DTYPES = (
   np.uint32,
   np.uint64,
 )
+# ml_dtypes' floats of 8 bits and fewer, and ints of fewer than 8, that the
+# running JAX has (the lowest tested version has fewer): stored one per
+# byte, computed by XLA:CPU in float32 or int8.
+NARROW_FLOATS = tuple(
+  np.dtype(getattr(jnp, name))
+  for name in (
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+  )
+  if hasattr(jnp, name)
+)
+NARROW_INTS = tuple(
+  np.dtype(getattr(jnp, name))
+  for name in ("int2", "uint2", "int4", "uint4")
+  if hasattr(jnp, name)
+)
 # Every dtype JAX supports for data (the 64-bit ones need x64 to stay 64-bit).
 DATA_DTYPES = (
   np.bool_,
   *INDEX_DTYPES,
+  *NARROW_INTS,
   np.float16,
   jnp.bfloat16,
+  *NARROW_FLOATS,
   np.float32,
   np.float64,
   np.complex64,
@@ -54,14 +79,30 @@ ORACLE_DTYPES = (
 )
 
 
+def every_number(dtype) -> np.ndarray:
+  """Every bit pattern of a narrow float (`NARROW_FLOATS`) that is a
+  number, finite or not, one of each, in bit order."""
+  dtype = np.dtype(dtype)
+  patterns = np.arange(2 ** jnp.finfo(dtype).bits, dtype=np.uint8).view(dtype)
+  return patterns[~np.isnan(patterns)]
+
+
 def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
   """Distinct-ish values of `dtype` that every dtype (and the OpenVINO CPU
-  plugin, which computes int64 as int32 and f64 as f32) represents exactly."""
+  plugin, which computes int64 as int32 and f64 as f32) represents exactly;
+  for the narrow floats, their numbers from 1/16 to 16 in magnitude and
+  zero: a product of a few stays a float32 normal (XLA:CPU flushes float32
+  subnormals, among them float8_e8m0fnu's smallest, 2**-127)."""
   dtype = np.dtype(dtype)
   if dtype == np.bool_:
     return rng.integers(0, 2, size=shape).astype(np.bool_)
-  if np.issubdtype(dtype, np.integer):
-    info = np.iinfo(dtype)
+  if dtype in NARROW_FLOATS:
+    numbers = every_number(dtype)
+    size = np.abs(numbers.astype(np.float32))
+    moderate = (size <= 16) & ((size >= 1 / 16) | (size == 0))
+    return rng.choice(numbers[moderate], size=shape)
+  if dtype in NARROW_INTS or np.issubdtype(dtype, np.integer):
+    info = jnp.iinfo(dtype)
     low, high = max(int(info.min), -100), min(int(info.max), 100)
     return rng.integers(low, high + 1, size=shape).astype(dtype)
   if np.issubdtype(dtype, np.complexfloating):

@@ -15,6 +15,18 @@ import ml_dtypes
 import numpy as np
 
 
+def _integer(dtype):
+  """NumPy's integers and ml_dtypes' narrow ones (int4, uint2: kind 'V')."""
+  return np.issubdtype(dtype, np.integer) or dtype in _NARROW_INTEGERS
+
+
+_NARROW_INTEGERS = {
+  np.dtype(getattr(ml_dtypes, name))
+  for name in ("int2", "uint2", "int4", "uint4")
+  if hasattr(ml_dtypes, name)
+}
+
+
 def neutral(reduction, dtype):
   dtype = np.dtype(dtype)
   if reduction in ("sum", "sub", "mean"):
@@ -23,7 +35,7 @@ def neutral(reduction, dtype):
     return dtype.type(1)
   if dtype == np.bool_:
     return np.bool_(reduction == "min")
-  info = np.iinfo(dtype) if dtype.kind in "iu" else ml_dtypes.finfo(dtype)
+  info = ml_dtypes.iinfo(dtype) if _integer(dtype) else ml_dtypes.finfo(dtype)
   return dtype.type(info.max if reduction == "min" else info.min)
 
 
@@ -89,7 +101,7 @@ def np_scatter_reduce(
       out[t] = row
       continue
     for e in np.ndindex(*np.shape(row)):
-      if reduction == "mean" and dtype.kind in "iu":
+      if reduction == "mean" and _integer(dtype):
         key = (t,) + e
         start = int(data[key]) if use_init_val else 0
         sums[key] = sums.get(key, start) + int(np.asarray(row)[e])
@@ -97,7 +109,7 @@ def np_scatter_reduce(
       out[(t,) + e] = _combine(reduction, out[(t,) + e], row[e], dtype)
   if reduction == "mean":
     for t, c in counts.items():
-      if dtype.kind in "iu":
+      if _integer(dtype):
         for e in np.ndindex(*out.shape[1:]):
           out[(t,) + e] = sums[(t,) + e] // c
       else:
@@ -194,6 +206,7 @@ def _chunked(data, targets, rows, reduction, chunk):
 
 # A quiet NaN with a payload and one with the sign bit, as bits, per dtype.
 _NAN_BITS = {
+  "float8_e5m2": (0x7D, 0xFE),
   "float16": (0x7E01, 0xFE00),
   "bfloat16": (0x7FC1, 0xFFC0),
   "float32": (0x7FC00001, 0xFFC00000),
