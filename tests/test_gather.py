@@ -331,13 +331,13 @@ def test_data_dtypes(dtype):
     assert_same(fn(data, indices if b else indices[0]), expected, name)
 
 
-@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.EVERY_INDEX_DTYPE, ids=gen.dtype_id)
 def test_index_dtypes(index_dtype):
   # A dim of 300 > int8 max: negative int8 indices must be widened before
   # the wrap, or i + 300 overflows.
   data = np.arange(600, dtype=np.float32).reshape(300, 2)
-  signed = np.issubdtype(index_dtype, np.signedinteger)
-  info = np.iinfo(index_dtype)
+  signed = jnp.issubdtype(index_dtype, jnp.signedinteger)
+  info = jnp.iinfo(index_dtype)
   values = [0, min(299, int(info.max)), max(-300, int(info.min)), 1]
   if signed:
     values.append(-1)

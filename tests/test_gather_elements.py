@@ -270,13 +270,13 @@ def test_data_dtypes(dtype):
   )
 
 
-@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.EVERY_INDEX_DTYPE, ids=gen.dtype_id)
 def test_index_dtypes(index_dtype):
   # An axis of 300 > int8 max: negative int8 indices must be widened before
   # the wrap, or i + 300 overflows.
   data = np.arange(600, dtype=np.float32).reshape(2, 300)
-  info = np.iinfo(index_dtype)
-  signed = np.issubdtype(index_dtype, np.signedinteger)
+  info = jnp.iinfo(index_dtype)
+  signed = jnp.issubdtype(index_dtype, jnp.signedinteger)
   top = min(300, int(info.max) + 1)
   values = np.array(
     [[0, top - 1, max(-300, int(info.min))], [-1 if signed else 1, 2, 0]]

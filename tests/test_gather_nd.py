@@ -290,14 +290,14 @@ def test_data_dtypes(dtype):
   )
 
 
-@pytest.mark.parametrize("index_dtype", gen.INDEX_DTYPES, ids=gen.dtype_id)
+@pytest.mark.parametrize("index_dtype", gen.EVERY_INDEX_DTYPE, ids=gen.dtype_id)
 def test_index_dtypes(index_dtype):
   rng = np.random.default_rng(2)
   # A dim of 300 > int8 max: negative int8 indices must be widened before
   # the wrap, or i + 300 overflows.
   data = gen.random_values(rng, (300, 3), np.float32)
-  signed = np.issubdtype(index_dtype, np.signedinteger)
-  info = np.iinfo(index_dtype)
+  signed = jnp.issubdtype(index_dtype, jnp.signedinteger)
+  info = jnp.iinfo(index_dtype)
   top = min(300, int(info.max) + 1)
   values = np.array(
     [[0, 2], [top - 1, -1 if signed else 1], [max(-300, int(info.min)), 0]]

@@ -633,6 +633,25 @@ def test_every_reduction_and_dtype_matches_serial_reference(dtype, reduction):
   assert_same(out, expected, f"{data_shape} {axis} init={init} eager={eager}")
 
 
+# Every integer dtype as indices, a negative and an out-of-range-for-int8
+# one where the dtype holds them (an axis of 300: int8 indices are widened
+# before the wrap).
+@pytest.mark.parametrize("index_dtype", gen.EVERY_INDEX_DTYPE, ids=gen.dtype_id)
+def test_index_dtypes(index_dtype):
+  rng = np.random.default_rng(6)
+  info = jnp.iinfo(index_dtype)
+  indices = rng.integers(max(-300, int(info.min)), 300, size=(40, 2))
+  indices = np.minimum(indices, min(int(info.max), 299)).astype(index_dtype)
+  data = gen.random_values(rng, (300, 2), F32)
+  updates = gen.random_values(rng, (40, 2), F32)
+  for reduction in ("none", "sum"):
+    assert_same(
+      _jitted(data, indices, updates, 0, reduction=reduction),
+      np_scatter_elements(data, indices, updates, 0, reduction),
+      reduction,
+    )
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.covering_modes
 def test_unique_indices_promise_gives_the_same_result(reduction):

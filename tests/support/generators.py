@@ -43,6 +43,9 @@ NARROW_INTS = tuple(
   for name in ("int2", "uint2", "int4", "uint4")
   if hasattr(jnp, name)
 )
+# Every integer dtype JAX has, as indices: the narrow ones too (int2 holds
+# -2..1).
+EVERY_INDEX_DTYPE = (*INDEX_DTYPES, *NARROW_INTS)
 # Every dtype JAX supports for data (the 64-bit ones need x64 to stay 64-bit).
 DATA_DTYPES = (
   np.bool_,
