@@ -9,7 +9,6 @@ time on concrete Python and NumPy values.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -183,7 +182,7 @@ def host_values(values: np.ndarray, dtype: Any, op: str, name: str) -> Any:
   else:
     with np.errstate(over="ignore", invalid="ignore"):
       cast = values.astype(target)
-    bad = np.isfinite(values) & ~np.isfinite(cast)
+    bad = ~_same_numbers(values, cast, target)
   if bad.any():
     v = values.reshape(-1)[int(np.argmax(bad.reshape(-1)))].item()
     raise op_error(
@@ -221,16 +220,41 @@ def check_fits(value: Any, kind: str, dtype: Any, op: str, what: str) -> None:
     fits = True
     for part in parts:
       try:
-        finite = math.isfinite(part)
+        part = float(part)
       except OverflowError:  # An int beyond float64.
-        finite, part = True, math.inf
-      with np.errstate(over="ignore"):
-        cast = np.asarray(float(part) if finite else part).astype(part_dtype)
-      fits = fits and (not finite or bool(np.isfinite(cast)))
+        fits = False
+        break
+      with np.errstate(over="ignore", invalid="ignore"):
+        cast = np.asarray(part).astype(part_dtype)
+      fits = fits and bool(_same_numbers(part, cast, part_dtype))
   else:
     fits = True
   if not fits:
     raise op_error(op, f"{what} does not fit data dtype {name}")
+
+
+def _same_numbers(values: Any, cast: np.ndarray, dtype: Any) -> np.ndarray:
+  """Where `cast`, `values` converted to the float or complex `dtype`, is
+  the same kind of number: a finite one finite and, where the dtype clamps
+  instead of overflowing (`float4_e2m1fn`, which has no infinity), within
+  its largest; a NaN a NaN; an infinity the same infinity (the 8-bit floats
+  without one make it NaN)."""
+  values = np.asarray(values)
+  wide = (
+    np.complex128 if jnp.issubdtype(dtype, jnp.complexfloating) else np.float64
+  )
+  cast = np.asarray(cast).astype(wide)
+  finite = np.isfinite(values)
+  same = np.where(
+    finite,
+    np.isfinite(cast),
+    (np.isnan(values) & np.isnan(cast)) | (np.isinf(values) & (values == cast)),
+  )
+  with np.errstate(over="ignore"):
+    clamps = bool(np.isfinite(np.asarray(np.inf).astype(dtype)))
+  if clamps:
+    same &= ~(finite & (np.abs(values) > float(jnp.finfo(dtype).max)))
+  return same
 
 
 # Kinds of Python values in the order they convert: an int list may fill float
@@ -260,11 +284,14 @@ def as_updates(updates: Any, dtype: Any, op: str) -> jax.Array:
   if not is_array:
     updates = host_values(updates, dtype, op, "updates")
   given = jax.dtypes.canonicalize_dtype(updates.dtype)
-  if weak and given.kind in _KIND_ORDER and np.dtype(dtype).kind in _KIND_ORDER:
-    if _KIND_ORDER[given.kind] > _KIND_ORDER[np.dtype(dtype).kind]:
+  # Kinds as JAX sees them: NumPy's kind of bfloat16, most 8-bit floats and
+  # int2/4 is "V".
+  given_kind, kind = _kind(given), _kind(dtype)
+  if weak and given_kind in _KIND_ORDER and kind in _KIND_ORDER:
+    if _KIND_ORDER[given_kind] > _KIND_ORDER[kind]:
       raise op_error(
         op,
-        f"updates given as a Python {_KIND_NAMES[given.kind]} cannot be "
+        f"updates given as a Python {_KIND_NAMES[given_kind]} cannot be "
         f"converted to data dtype {np.dtype(dtype).name} without changing "
         "kind",
         TypeError,

@@ -308,6 +308,21 @@ def test_python_values_take_data_dtype():
   assert_same(out, np.array([8, 0, 7], np.float32))
 
 
+# Data of every numeric dtype takes Python numbers: those whose NumPy kind is
+# "V" (bfloat16, most 8-bit floats, int2/4) were refused as another dtype.
+@pytest.mark.parametrize(
+  "dtype", [d for d in gen.DATA_DTYPES if d != np.bool_], ids=gen.dtype_id
+)
+def test_python_numbers_take_every_data_dtype(dtype):
+  data = np.zeros(3, np.int8).astype(dtype)  # NaN in float8_e8m0fnu
+  expected = np.array([1, 0, 1]).astype(dtype)
+  assert_same(jaxops.scatter_nd_update(data, [[2], [0]], [1, 1]), expected)
+  assert_same(jaxops.scatter_elements_update(data, [2, 0], [1, 1]), expected)
+  if jnp.issubdtype(dtype, jnp.inexact):
+    half = np.array([0, 0, 0.5]).astype(dtype)  # 0 as the dtype holds it
+    assert_same(jaxops.scatter_nd_update(data, [[2]], [0.5]), half)
+
+
 def test_eager_out_of_range_raises_index_error():
   with pytest.raises(
     IndexError,

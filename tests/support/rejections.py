@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -144,41 +145,29 @@ def _narrowed(data_dtype: Any, wide_dtype: Any, value: Any) -> tuple:
   )
 
 
+def _python(data_dtype: Any, value: Any, shown: str | None = None) -> tuple:
+  """A BAD_UPDATES row: one Python-number update `value` that data's dtype
+  does not hold (`shown`: the message's regex for it, if not its repr)."""
+  data = np.dtype(data_dtype).name
+  shown = re.escape(str(value)) if shown is None else shown
+  return (
+    np.zeros(3, data_dtype),
+    [value],
+    (ValueError, rf"^updates value {shown} does not fit data dtype {data}"),
+  )
+
+
 BAD_UPDATES = {
-  "python_int_1000_into_int8": (
-    np.zeros(3, np.int8),
-    [1000],
-    (ValueError, r"^updates value 1000 does not fit data dtype int8"),
-  ),
-  "python_int_minus1_into_uint8": (
-    np.zeros(3, np.uint8),
-    [-1],
-    (ValueError, r"^updates value -1 does not fit data dtype uint8"),
-  ),
-  "python_int_2**40_into_int32": (
-    np.zeros(3, np.int32),
-    [2**40],
-    (
-      ValueError,
-      r"^updates value 1099511627776 does not fit data dtype int32",
-    ),
-  ),
-  "python_int_2**64_into_int32": (
-    np.zeros(3, np.int32),
-    [2**64],
-    (
-      ValueError,
-      r"^updates value 18446744073709551616 does not fit data dtype int32",
-    ),
-  ),
-  "python_int_2**200_into_float32": (
-    np.zeros(3, np.float32),
-    [2**200],
-    (
-      ValueError,
-      r"^updates value 16069380442589902755419620923411626025222029937827928"
-      r"35301376 does not fit data dtype float32",
-    ),
+  "python_int_1000_into_int8": _python(np.int8, 1000),
+  "python_int_minus1_into_uint8": _python(np.uint8, -1),
+  "python_int_2**40_into_int32": _python(np.int32, 2**40),
+  "python_int_2**64_into_int32": _python(np.int32, 2**64),
+  "python_int_2**200_into_float32": _python(np.float32, 2**200),
+  # float4_e2m1fn clamps to 6 where another float overflows, and has no
+  # infinity: both accepted before, the value changed.
+  "python_float_100_into_float4_e2m1fn": _python(jnp.float4_e2m1fn, 100.0),
+  "python_float_inf_into_float8_e4m3fn": _python(
+    jnp.float8_e4m3fn, float("inf")
   ),
   "numpy_int64_2**40_into_int32": _narrowed(np.int32, np.int64, 2**40),
   "numpy_int64_-2**31-1_into_int32": _narrowed(
@@ -273,6 +262,28 @@ BAD_FILL_VALUES = {
     1e300,
     ValueError,
     r"^fill_value=1e\+300 does not fit data dtype float32",
+  ),
+  # Narrow floats: a NaN or an infinity the dtype has no such value for (the
+  # 8-bit floats without one made it NaN, float4_e2m1fn clamped it), and a
+  # number beyond float4_e2m1fn's largest, 6, which it clamps instead of
+  # overflowing (all accepted before, the value silently changed).
+  "inf_float8_e4m3fn": (
+    jnp.float8_e4m3fn,
+    float("inf"),
+    ValueError,
+    r"^fill_value=inf does not fit data dtype float8_e4m3fn",
+  ),
+  "nan_float4_e2m1fn": (
+    jnp.float4_e2m1fn,
+    float("nan"),
+    ValueError,
+    r"^fill_value=nan does not fit data dtype float4_e2m1fn",
+  ),
+  "100_float4_e2m1fn": (
+    jnp.float4_e2m1fn,
+    100,
+    ValueError,
+    r"^fill_value=100 does not fit data dtype float4_e2m1fn",
   ),
   "nan_int32": (
     np.int32,
