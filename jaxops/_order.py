@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -99,8 +100,9 @@ def _unfolded(constructed: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _is_index(value: Any) -> bool:
-  return isinstance(value, (jax.Array, np.ndarray)) and np.issubdtype(
-    value.dtype, np.integer
+  # jnp's test: int2/4 are no NumPy integers.
+  return isinstance(value, (jax.Array, np.ndarray)) and jnp.issubdtype(
+    value.dtype, jnp.integer
   )
 
 
