@@ -318,6 +318,9 @@ def test_python_numbers_take_every_data_dtype(dtype):
   expected = np.array([1, 0, 1]).astype(dtype)
   assert_same(jaxops.scatter_nd_update(data, [[2], [0]], [1, 1]), expected)
   assert_same(jaxops.scatter_elements_update(data, [2, 0], [1, 1]), expected)
+  # Under jit a Python number passed in is a weakly typed scalar.
+  one = jax.jit(lambda d, v: jaxops.scatter_nd_update(d, [2], v))(data, 1)
+  assert_same(one, np.array([0, 0, 1]).astype(dtype))
   if jnp.issubdtype(dtype, jnp.inexact):
     half = np.array([0, 0, 0.5]).astype(dtype)  # 0 as the dtype holds it
     assert_same(jaxops.scatter_nd_update(data, [[2]], [0.5]), half)
