@@ -99,7 +99,12 @@ def test_works_under_every_promotion_config(rank, dtype):
 # against the NumPy reference on the same bits as unsigned ints, eagerly,
 # jitted, and vmapped over data and over indices; the reductions keep the
 # bits of every element no update reaches.
-_NARROW_FLOATS = (jnp.bfloat16, jnp.float8_e5m2, jnp.float16)
+_NARROW_FLOATS = (
+  jnp.bfloat16,
+  jnp.float8_e5m2,
+  jnp.float8_e4m3fn,  # two NaNs, +-0x7F: their sign is all they carry
+  jnp.float16,
+)
 # In range (an eager call raises for others); the rows' first column < 3.
 _ELEMENTS = np.array([[1, 0, 3, 2], [2, 2, 0, 1], [0, 3, 3, 0]])
 _BIT_MOVES: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
