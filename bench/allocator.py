@@ -9,6 +9,9 @@ pages before it writes anything. The modes (see docs/cpu-performance.md):
   hugetlb tunable in the environment is removed);
 * `hugetlb`: glibc with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent
   huge pages for its mmap'ed blocks: 512x fewer faults);
+* `glibc-heap`: glibc kept to its heap, `GLIBC_HEAP` (one arena, no mmap'ed
+  blocks, no trimming: a freed block's pages stay mapped and are reused,
+  as with jemalloc, and nothing to install);
 * `jemalloc`: `LD_PRELOAD` of libjemalloc, MALLOC_CONF set to
   `JEMALLOC_CONF` unless set already (freed pages are kept mapped and
   reused, blocks of 8 MiB and more too: docs/cpu-performance.md);
@@ -32,9 +35,17 @@ import glob
 import os
 import subprocess
 
-MODES = ("system", "hugetlb", "jemalloc", "tcmalloc")
+MODES = ("system", "hugetlb", "glibc-heap", "jemalloc", "tcmalloc")
 MARKER = "BENCH_ALLOCATOR"
 HUGETLB = "glibc.malloc.hugetlb=1"
+# All three are needed: a thread's own arena grows by mmap'ed heaps of at
+# most 64 MiB, which it shrinks with madvise; the main arena, with mmap off,
+# serves every block from its heap, which it would trim on free.
+GLIBC_HEAP = {
+  "MALLOC_ARENA_MAX": "1",
+  "MALLOC_MMAP_MAX_": "0",
+  "MALLOC_TRIM_THRESHOLD_": str(2**36),
+}
 JEMALLOC_CONF = (
   "retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1,oversize_threshold:0"
 )
@@ -141,6 +152,10 @@ def restart_env(mode: str, environ: dict[str, str]) -> dict[str, str] | None:
   ]
   if mode == "hugetlb":
     tunables.append(HUGETLB)
+  for name in GLIBC_HEAP:
+    env.pop(name, None)
+  if mode == "glibc-heap":
+    env.update(GLIBC_HEAP)
   if mode in _LIBRARIES:
     preload.insert(0, find_library(mode))
     env["TBB_ENABLE_SANITIZERS"] = "1"
@@ -188,5 +203,6 @@ def describe(mode: str) -> dict[str, object]:
     "LD_PRELOAD": os.environ.get("LD_PRELOAD"),
     "MALLOC_CONF": os.environ.get("MALLOC_CONF"),
     "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
+    **{name: os.environ.get(name) for name in GLIBC_HEAP},
     "TBB_ENABLE_SANITIZERS": os.environ.get("TBB_ENABLE_SANITIZERS"),
   }

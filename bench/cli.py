@@ -114,7 +114,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     choices=allocator.MODES,
     default="system",
     help="restart with this malloc: system (glibc as is), hugetlb (glibc "
-    "with transparent huge pages), jemalloc or tcmalloc (LD_PRELOAD). "
+    "with transparent huge pages), glibc-heap (glibc kept to its heap: one "
+    "arena, no mmap, no trim), jemalloc or tcmalloc (LD_PRELOAD). "
     "XLA:CPU allocates every output afresh, and with glibc and 4 KiB pages "
     "a 64 MiB output costs 16384 page faults per call; see "
     "docs/cpu-performance.md",

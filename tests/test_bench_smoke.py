@@ -457,6 +457,17 @@ def test_allocator_restart_environment(tmp_path, monkeypatch):
   assert allocator.restart_env("system", env) is None
   env = allocator.restart_env("hugetlb", clean)
   assert env["GLIBC_TUNABLES"] == allocator.HUGETLB
+  env = allocator.restart_env("glibc-heap", clean)
+  assert env == {
+    **clean,
+    **allocator.GLIBC_HEAP,
+    allocator.MARKER: "glibc-heap",
+  }
+  # `system` is glibc as it is: the heap settings are removed.
+  assert allocator.restart_env("system", env) == {
+    **clean,
+    allocator.MARKER: "system",
+  }
   library = tmp_path / "libjemalloc.so.2"
   library.write_bytes(b"")
   monkeypatch.setenv("BENCH_JEMALLOC", str(library))
