@@ -651,13 +651,18 @@ def vary_alike(*xs: jax.Array) -> list[jax.Array]:
 
 
 def batch_in_front(
-  args: Sequence[jax.Array], dims: Sequence[int | None]
+  args: Sequence[jax.Array],
+  dims: Sequence[int | None],
+  broadcast: Callable[[jax.Array, int], jax.Array] | None = None,
 ) -> tuple[int, list[jax.Array]]:
   """For a batching rule: the batch size and every operand with its batch
-  dim in front (unbatched operands broadcast to it)."""
+  dim in front (unbatched operands broadcast to it, by `broadcast(x, size)`
+  where given)."""
   size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+  if broadcast is None:
+    broadcast = lambda x, size: lax.broadcast(x, (size,))
   return size, [
-    jnp.moveaxis(x, d, 0) if d is not None else lax.broadcast(x, (size,))
+    jnp.moveaxis(x, d, 0) if d is not None else broadcast(x, size)
     for x, d in zip(args, dims)
   ]
 

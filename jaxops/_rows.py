@@ -172,17 +172,14 @@ def _write_transpose(ct, data, rows, updates, *, serial):
 
 
 def _write_batch(args, dims, *, serial):
-  size, (data, rows, updates) = batch_in_front(args, dims)
   # An unbatched float narrower than float32 is broadcast as its bits: in
   # float XLA:CPU may convert it to float32 and back (moved_as_bits).
-  data, updates = (
-    moved_as_bits(functools.partial(_broadcast, size), rows, x)
-    if d is None and bits_dtype(x.dtype) is not None
-    else in_front
-    for x, d, in_front in (
-      (args[0], dims[0], data),
-      (args[2], dims[2], updates),
-    )
+  size, (data, rows, updates) = batch_in_front(
+    args,
+    dims,
+    lambda x, size: moved_as_bits(
+      functools.partial(_broadcast, size), args[1], x
+    ),
   )
   slots, n = data.shape[1], rows.shape[1]
   # JAX's batching where the flat row index would overflow, or where the
