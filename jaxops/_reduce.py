@@ -77,6 +77,11 @@ def _bits_type(dtype) -> np.dtype:
   return np.dtype(jnp.dtype(f"int{jnp.finfo(dtype).bits}"))
 
 
+def _as_bits(x: jax.Array) -> jax.Array:
+  """The bits of floats `x`, as `_bits_type`."""
+  return lax.bitcast_convert_type(x, _bits_type(x.dtype))
+
+
 def _key_dtype(dtype):
   """The keys' int type: the float's width, at least 16 bits. The keys of
   NaN are the type's extremes, which no number may share: the 8- and 4-bit
@@ -105,8 +110,7 @@ def to_key(x: jax.Array, is_max: bool) -> jax.Array:
   """An integer key ordered as the floats, -0 < +0, NaN above everything for
   max and below for min (so it wins, i.e. propagates)."""
   kd = _key_dtype(x.dtype)
-  bits = lax.bitcast_convert_type(x, _bits_type(x.dtype))
-  key = _order_bits(bits, _signless(x.dtype)).astype(kd)
+  key = _order_bits(_as_bits(x), _signless(x.dtype)).astype(kd)
   nan = np.iinfo(kd).max if is_max else np.iinfo(kd).min
   return jnp.where(jnp.isnan(x), np.asarray(nan, kd), key)
 
@@ -160,8 +164,7 @@ def _kept(key, data, target, is_max, use_init_val):
     kept = key == to_key(data, is_max)
   else:
     kept = ~targeted(target, data.shape[0])[:, None]
-  own = lax.bitcast_convert_type(data, _bits_type(data.dtype))
-  bits = jnp.where(kept, own, from_key(key, data.dtype))
+  bits = jnp.where(kept, _as_bits(data), from_key(key, data.dtype))
   return lax.bitcast_convert_type(bits, data.dtype)
 
 
@@ -180,16 +183,11 @@ def _native_minmax(data, target, updates, is_max, use_init_val):
     start = jnp.where(hit, neutral(reduction, data.dtype), data)
   out = _scatter_combine(start, target, updates, reduction)
   own = jnp.isnan(data) if use_init_val else ~hit
-  bits_type = _bits_type(data.dtype)
   canonical = _canonical_nan(data.dtype)
   # Selected as bits, as in `from_key`: XLA:CPU selects bfloat16 through
   # float32, which drops NaN payloads.
   bits = jnp.where(
-    own,
-    lax.bitcast_convert_type(data, bits_type),
-    jnp.where(
-      jnp.isnan(out), canonical, lax.bitcast_convert_type(out, bits_type)
-    ),
+    own, _as_bits(data), jnp.where(jnp.isnan(out), canonical, _as_bits(out))
   )
   return lax.bitcast_convert_type(bits, data.dtype)
 

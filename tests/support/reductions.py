@@ -11,20 +11,14 @@ propagates under min/max; -0 < +0.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
 
 def _integer(dtype):
   """NumPy's integers and ml_dtypes' narrow ones (int4, uint2: kind 'V')."""
-  return np.issubdtype(dtype, np.integer) or dtype in _NARROW_INTEGERS
-
-
-_NARROW_INTEGERS = {
-  np.dtype(getattr(ml_dtypes, name))
-  for name in ("int2", "uint2", "int4", "uint4")
-  if hasattr(ml_dtypes, name)
-}
+  return bool(jnp.issubdtype(dtype, jnp.integer))
 
 
 def neutral(reduction, dtype):
