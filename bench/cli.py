@@ -293,16 +293,26 @@ def plan_variants(
     # On the run's threads too: it may race, so its output is marked,
     # not gated.
     onnx_threads["onnxruntime.threads"] = run_threads
+
+  def onnxruntime_runner(inputs, n):
+    return runtimes.onnxruntime_runner(case.onnx(inputs), inputs, out_shape, n)
+
   for name, n in onnx_threads.items():
     racy = name != "onnxruntime"
     peer(
       name,
       case.onnx,
-      lambda n=n: runtimes.onnxruntime_runner(
-        case.onnx(inputs), inputs, out_shape, n
-      ),
+      lambda n=n: onnxruntime_runner(inputs, n),
       ("onnxruntime", "onnx"),
       may_differ=racy,
+      order_check=(
+        lambda probe, n=n: (
+          onnxruntime_runner(probe, n),
+          onnxruntime_runner(probe, threads),
+        )
+      )
+      if racy
+      else None,
       threads=n if racy else None,
     )
   peer(
@@ -359,6 +369,38 @@ def _forward_output(case: harness.Case, references, jax_args) -> np.ndarray:
   if "fwd" in references:
     return references["fwd"][1][0]
   return np.asarray(jax.jit(case.forms["jaxops"])(*jax_args))
+
+
+def _order_difference(variant: harness.Variant, inputs, rng) -> str | None:
+  """How `variant` differs from its serial form (the same runtime on one
+  thread, which applies repeated targets in index order as the
+  specifications' loops do) on `harness.order_probe`'s inputs, or None."""
+  probe = harness.order_probe(rng, inputs)
+  outputs = [
+    runner.outputs(runner.call(runner.setup()))
+    for runner in variant.order_check(probe)
+  ]
+  difference = harness.first_difference(*outputs)
+  if difference is None:
+    return None
+  return f"on random floats, where the order of a sum shows: {difference}"
+
+
+def _paired(runners, timings) -> dict[str, dict[str, float]]:
+  """`harness.paired_ratio` of every jaxops variant over every other
+  variant of its group, keyed "<jaxops variant> / <other>"."""
+  out = {}
+  for a, (variant_a, _) in runners.items():
+    for b, (variant_b, _) in runners.items():
+      if (
+        a.startswith("jaxops")
+        and not b.startswith("jaxops")
+        and variant_a.group == variant_b.group
+      ):
+        ratio = harness.paired_ratio(timings[a].rounds_s, timings[b].rounds_s)
+        if ratio is not None:
+          out[f"{a} / {b}"] = ratio
+  return out
 
 
 def run_case(
@@ -431,6 +473,8 @@ def run_case(
         if variant.group in references
         else "not compared: no reference variant ran"
       )
+      if wrong[variant.name] is None and variant.order_check is not None:
+        wrong[variant.name] = _order_difference(variant, inputs, rng)
     elif variant.group in references:
       left_out = None
       if variant.convention and case.peer_grad_convention:
@@ -458,6 +502,7 @@ def run_case(
     budget,
     args.min_reps,
   )
+  record["paired"] = _paired(runners, timings)
   for name, (variant, runner) in runners.items():
     timing = timings[name]
     entry = {

@@ -303,6 +303,11 @@ class Variant:
   # A peer whose output may be wrong (it races): a difference from the
   # reference is recorded (`wrong` in the JSON), not raised.
   may_differ: bool = False
+  # For a `may_differ` peer: (this variant, its serial form) built on other
+  # inputs, compared on `order_probe`'s inputs.
+  order_check: (
+    Callable[[Sequence[np.ndarray]], tuple[Runner, Runner]] | None
+  ) = None
   threads: int | None = None  # a peer's thread count, when not the case's
   # The peer's own convention where it may differ (`Case.peer_grad_convention`).
   convention: str | None = None
@@ -324,6 +329,24 @@ def small_ints(
   negative = rng.integers(0, 2, size=shape, dtype=np.int8).astype(bool)
   np.negative(values, out=values, where=negative)
   return values.astype(dtype)
+
+
+def order_probe(
+  rng: np.random.Generator, inputs: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+  """`inputs` with every float array redrawn from a standard normal.
+
+  On `small_ints` every order of a sum has the same bits, so a peer that
+  sums in another order than the serial one (onnxruntime on several
+  threads) agrees there and is caught only where it loses an update; on
+  these values almost every reordered sum rounds differently.
+  """
+  return [
+    rng.standard_normal(a.shape).astype(a.dtype)
+    if np.issubdtype(a.dtype, np.floating)
+    else a
+    for a in inputs
+  ]
 
 
 # PyTorch's `scatter_reduce` "amax"/"amin" split a slot's gradient evenly
@@ -588,6 +611,9 @@ class Timing:
   p10_s: float
   p90_s: float
   reps: int
+  # The times in the order they ran: the i-th of every variant of a case ran
+  # in the same round (`paired_ratio`).
+  rounds_s: list[float] = dataclasses.field(default_factory=list)
 
 
 def measure(
@@ -651,11 +677,42 @@ def measure(
       spent[name] += elapsed
       wall[name] += time.perf_counter() - setup_start
   out = {}
-  for name, ts in times.items():
-    ts.sort()
+  for name, rounds in times.items():
+    ts = sorted(rounds)
     pick = lambda q, ts=ts: ts[min(len(ts) - 1, int(q * len(ts)))]
-    out[name] = Timing(_iqm(ts), pick(0.1), pick(0.9), len(ts))
+    out[name] = Timing(_iqm(ts), pick(0.1), pick(0.9), len(ts), rounds)
   return out
+
+
+def paired_ratio(
+  rounds_a: Sequence[float], rounds_b: Sequence[float]
+) -> dict[str, float] | None:
+  """The median of a's time over b's, round by round, with its 95%
+  confidence interval; None with fewer than 6 common rounds.
+
+  `measure` times every variant of a case once per round, so the two calls
+  of a round ran under the same load from other processes: their ratio
+  does not carry it, where a ratio of two summaries does. The interval is
+  the distribution-free one of a median (order statistics, from the
+  binomial distribution of how many ratios fall below it), so it assumes
+  nothing about the shape of the times.
+  """
+  ratios = sorted(a / b for a, b in zip(rounds_a, rounds_b))
+  n = len(ratios)
+  if n < 6:
+    return None
+  # The largest k with P(Binomial(n, 1/2) < k) <= 2.5%: then the k-th
+  # smallest and the k-th largest ratio bound the median with >= 95%.
+  k, below = 0, 0.0
+  while below + math.comb(n, k) / 2**n <= 0.025:
+    below += math.comb(n, k) / 2**n
+    k += 1
+  return {
+    "median": statistics.median(ratios),
+    "lo": ratios[k - 1],
+    "hi": ratios[n - k],
+    "n": n,
+  }
 
 
 def _iqm(sorted_times: list[float]) -> float:

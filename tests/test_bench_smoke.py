@@ -257,7 +257,8 @@ def test_scatter_reduction_cases(smoke_run):
 
 def test_peer_bars_split_by_peer_threads():
   """The general peer bars leave out the one-thread cases; the reductions'
-  bar reads only those, and a peer whose output was wrong is no peer."""
+  bar reads only those, and a peer whose output was wrong on one of them is
+  no peer on any: it races, and was right elsewhere by luck."""
   from bench import bars
 
   def case(name, peer_threads, threaded_wrong):
@@ -291,8 +292,139 @@ def test_peer_bars_split_by_peer_threads():
   reductions = bars.reduction_peer_bar(("rac*", "serial")).checks(cases)
   assert [(c.case, c.value, c.met) for c in reductions] == [
     ("op/racing", 0.5, True),
-    ("op/serial", 2.0, False),
+    ("op/serial", 0.5, True),
   ]
+  assert "onnxruntime.threads is no peer: wrong on racing" in (
+    reductions[1].detail
+  )
+  alone = bars.reduction_peer_bar(("serial",)).checks(cases)
+  assert [(c.case, c.value, c.met) for c in alone] == [
+    ("op/serial", 2.0, False)
+  ]
+
+
+def test_order_probe_catches_a_sum_in_another_order():
+  """On small integers every order of a sum has the same bits; the probe
+  redraws the floats (not the indices) so that a reordered sum shows."""
+  from bench import cli, harness
+
+  rng = np.random.default_rng(0)
+  indices = np.zeros((64, 1), np.int32)
+  inputs = [np.zeros(1, np.float32), indices, np.ones(64, np.float32)]
+  probe = harness.order_probe(rng, inputs)
+  assert probe[1] is indices
+  assert all(p.dtype == a.dtype for p, a in zip(probe, inputs))
+  assert len(np.unique(probe[2])) == 64
+
+  def runner(reverse):
+    def call(a):
+      updates = a[2][::-1] if reverse else a[2]
+      out = a[0].copy()
+      for u in updates:
+        out[0] += u
+      return out
+
+    return harness.Runner(None, call, lambda out: [out], setup=lambda: probe)
+
+  def variant(reverse):
+    return harness.Variant(
+      "onnxruntime.threads",
+      "fwd",
+      lambda: None,
+      may_differ=True,
+      order_check=lambda p: (runner(reverse), runner(False)),
+    )
+
+  assert cli._order_difference(variant(False), inputs, rng) is None
+  difference = cli._order_difference(variant(True), inputs, rng)
+  assert difference.startswith(
+    "on random floats, where the order of a sum shows: output 0: 1 of 1"
+  ), difference
+
+
+def test_paired_ratio_bounds_the_median_by_order_statistics():
+  """Round-by-round ratios; the 95% interval of their median from order
+  statistics: the extremes at 6 rounds, the 2nd from each end at 10."""
+  from bench import harness
+
+  ones = [1.0] * 10
+  assert harness.paired_ratio(ones[:5], ones[:5]) is None
+  six = harness.paired_ratio([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0] * 6)
+  assert six == {"median": 3.5, "lo": 1.0, "hi": 6.0, "n": 6}
+  # Rounds pair by position, the longer list's extra rounds left out.
+  ten = harness.paired_ratio([float(i) for i in range(1, 11)], ones + [9.0])
+  assert ten == {"median": 5.5, "lo": 2.0, "hi": 9.0, "n": 10}
+
+
+def test_each_jaxops_variant_is_paired_with_the_others_of_its_group():
+  from bench import cli, harness
+
+  def timed(name, group, rounds):
+    variant = harness.Variant(name, group, lambda: None)
+    return (variant, None), harness.Timing(1.0, 1.0, 1.0, len(rounds), rounds)
+
+  table = {
+    "jaxops": timed("jaxops", "fwd", [2.0] * 6),
+    "jaxops_clip": timed("jaxops_clip", "fwd", [1.0] * 6),
+    "plain": timed("plain", "fwd", [1.0] * 6),
+    "openvino": timed("openvino", "fwd", [4.0] * 5),  # too few rounds
+    "jaxops.grad": timed("jaxops.grad", "fwdbwd", [3.0] * 6),
+    "plain.grad": timed("plain.grad", "fwdbwd", [6.0] * 6),
+  }
+  paired = cli._paired(
+    {k: v[0] for k, v in table.items()}, {k: v[1] for k, v in table.items()}
+  )
+  assert {k: v["median"] for k, v in paired.items()} == {
+    "jaxops / plain": 2.0,
+    "jaxops_clip / plain": 1.0,
+    "jaxops.grad / plain.grad": 0.5,
+  }
+
+
+def test_at_or_ahead_bars_take_a_tie_only_within_resolution():
+  """A call measured behind its reference meets an "at or ahead" bar only
+  when the paired interval reaches 1.0 and stays within 1.05; a bar with
+  room (at most 1.1x) takes no ties; the verdict names the ties."""
+  from bench import bars
+
+  def case(name, lo, hi):
+    return {
+      "key": f"op/{name}",
+      "name": name,
+      "tier": "large",
+      "variants": {
+        "jaxops.grad": {"iqm_s": 1.03},
+        "plain.grad": {"iqm_s": 1.0},
+      },
+      "paired": {
+        "jaxops.grad / plain.grad": {
+          "median": 1.02,
+          "lo": lo,
+          "hi": hi,
+          "n": 40,
+        }
+      },
+    }
+
+  cases = [
+    case("tie", 0.99, 1.04),
+    case("slower", 1.01, 1.04),
+    case("unresolved", 0.97, 1.08),
+  ]
+  checks = bars.GRAD_VS_PLAIN.checks(cases)
+  assert [(c.case, c.met, c.tie) for c in checks] == [
+    ("op/tie", True, True),
+    ("op/slower", False, False),
+    ("op/unresolved", False, False),
+  ]
+  assert "a tie: round by round 1.020x, 95% interval 0.990-1.040x" in (
+    checks[0].detail
+  )
+  verdict = bars.GRAD_VS_PLAIN.evaluate("op", cases[:1])
+  assert verdict["met"], verdict
+  assert "ties on op/tie jaxops.grad (1.03x)" in verdict["summary"]
+  room = bars.Ratio("room", (("jaxops.grad", "plain.grad"),), at_most=1.01)
+  assert not room.checks(cases[:1])[0].met
 
 
 def test_first_difference_names_the_output():
