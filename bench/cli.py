@@ -40,6 +40,7 @@ _THREAD_VARS = (
   "CUDA_VISIBLE_DEVICES",
 )
 _TIERS = ("ir", "large", "sweep", "vmap")
+_REFERENCE_MIN_REPS = 30
 _REFERENCE_DIR = "bench"
 
 
@@ -81,8 +82,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument(
     "--min-reps",
     type=int,
-    default=10,
-    help="at least this many timed calls per variant",
+    default=None,
+    help="at least this many timed calls per variant (default 10; "
+    f"{_REFERENCE_MIN_REPS} with --reference)",
   )
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument(
@@ -135,6 +137,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   )
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
+  if args.min_reps is None:
+    # Enough rounds for a paired ratio to resolve a tie (bench.bars.tie)
+    # on the slowest calls too.
+    args.min_reps = _REFERENCE_MIN_REPS if args.reference else 10
   if args.smoke:
     args.reps, args.min_reps, args.warmup = min(args.reps, 3), 1, 1
     args.budget = min(args.budget, 0.05)
