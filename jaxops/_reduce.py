@@ -43,6 +43,7 @@ from jax import lax
 from jaxops import _duplicates, _fold
 from jaxops._bits import bits_dtype, moved_as_bits
 from jaxops._common import is_symbolic, op_error
+from jaxops._export import is_int
 from jaxops._quotient import quotient
 from jaxops._scatter import at_rows
 
@@ -465,6 +466,8 @@ def _serial(data, target, updates, reduction, use_init_val):
   """Float sum/sub/prod/mean by XLA's scatter: in index order on CPU."""
   slots = data.shape[0]
   dtype = data.dtype
+  if reduction == "mean" and _counts_in_column(data, target, use_init_val):
+    return _serial_mean(data, target, updates, use_init_val)
   if not use_init_val:
     hit = targeted(target, slots)[:, None]
     data = jnp.where(hit, neutral(reduction, dtype), data)
@@ -481,6 +484,56 @@ def _serial(data, target, updates, reduction, use_init_val):
   # derivative would be (0 / 0).
   divisor = jnp.maximum(count + int(use_init_val), 1).astype(dtype)
   return jnp.where(count > 0, quotient(out, divisor), data)
+
+
+def _counts_in_column(data, target, use_init_val):
+  """Whether a float mean's counts can ride in a column beside its one-
+  element rows: float32 or float64 data (XLA:CPU scatters narrower floats
+  through float32) and every count, up to n + 1, an integer the dtype holds
+  exactly."""
+  n, tail = target.shape[0], data.shape[1:]
+  return (
+    np.dtype(data.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+    and tail == (1,)
+    and is_int(n)
+    and n + int(use_init_val) <= 2 ** (jnp.finfo(data.dtype).nmant + 1)
+  )
+
+
+def _serial_mean(data, target, updates, use_init_val):
+  """A float mean of one-element rows in one scatter (`_sum_and_count`),
+  which adds each row's updates in index order as `at_rows` does alone:
+  the sums, counts and quotients of the two-scatter form, bit for bit.
+  Without the initial value the sums start from 0, the neutral element
+  (`neutral`), and the rows no update targets keep data."""
+  start = data if use_init_val else jnp.zeros_like(data)
+  total, count = _sum_and_count(start, target, updates)
+  divisor = jnp.maximum(count + int(use_init_val), 1)
+  return jnp.where(count > 0, quotient(total, divisor), data)
+
+
+@jax.custom_jvp
+def _sum_and_count(data, target, updates):
+  """(`at_rows(data, target, updates, "add")`, the number of updates each
+  row got, in data's float dtype) for data (slots, 1): one scatter of
+  (update, 1) pairs into (data, 0) rows, where two scatters would read the
+  targets twice (about 10% of a segment mean's forward on XLA:CPU)."""
+  slots, n = data.shape[0], target.shape[0]
+  pairs = jnp.concatenate([updates, jnp.ones((n, 1), updates.dtype)], 1)
+  start = jnp.concatenate([data, jnp.zeros((slots, 1), data.dtype)], 1)
+  both = at_rows(start, target, pairs, "add")
+  return both[:, :1], both[:, 1:]
+
+
+@_sum_and_count.defjvp
+def _sum_and_count_jvp(primals, tangents):
+  # The sums' tangent scatters alone, so that its transpose gathers the
+  # sums' cotangent only; the counts are constant.
+  data, target, updates = primals
+  data_dot, _, updates_dot = tangents
+  total, count = _sum_and_count(data, target, updates)
+  total_dot = at_rows(data_dot, target, updates_dot, "add")
+  return (total, count), (total_dot, jnp.zeros_like(count))
 
 
 @jax.custom_jvp

@@ -236,6 +236,49 @@ def test_cpu_program_is_the_plain_scatter(name):
   assert _counts(compiled) == {"sort": 0, "while": 0, "conditional": 0}
 
 
+@pytest.mark.parametrize("use_init_val", [True, False])
+@pytest.mark.covering_modes
+def test_cpu_float_mean_is_one_scatter(use_init_val):
+  # Each target's sum and count in one scatter of (update, 1) pairs: the
+  # second scatter read the targets again, and without the initial value a
+  # third found the targeted rows (docs/design.md#one-scatter-mean).
+  fn = lambda d, u: jaxops.scatter_elements_update(
+    d, _ELEMENTS, u, reduction="mean", use_init_val=use_init_val
+  )
+  compiled = _fresh(fn).lower(_DATA, _ROW_UPDATES).compile().as_text()
+  assert compiled.count(" scatter(") == 1, compiled
+
+
+@pytest.mark.parametrize(
+  ("dtype", "updates", "use_init_val", "scatters"),
+  [
+    # Counts up to updates + 1 with the initial value, the float's last
+    # exact integer 2**24 (float32). Beyond, sums and integer counts apart,
+    # and without the initial value a third scatter finds the targeted rows.
+    (np.float32, 2**24 - 1, True, 1),
+    (np.float32, 2**24, True, 2),
+    (np.float32, 2**24, False, 1),
+    (np.float32, 2**24 + 1, False, 3),
+    # XLA:CPU scatters narrower floats through float32: sums and counts
+    # apart, and the targeted rows for the bits of the others.
+    (np.float16, 8, True, 3),
+  ],
+)
+def test_cpu_mean_counts_in_a_column_only_where_they_are_exact(
+  dtype, updates, use_init_val, scatters
+):
+  fn = lambda d, i, u: jaxops.scatter_elements_update(
+    d, i, u, reduction="mean", use_init_val=use_init_val
+  )
+  shapes = [
+    jax.ShapeDtypeStruct((64,), dtype),
+    jax.ShapeDtypeStruct((updates,), np.int32),
+    jax.ShapeDtypeStruct((updates,), dtype),
+  ]
+  lowered = jax.jit(fn).lower(*shapes).as_text()
+  assert lowered.count('"stablehlo.scatter"(') == scatters
+
+
 _TUPLES = _RNG.integers(-8, 8, (4096, 2))
 _TUPLE_UPDATES = _RNG.standard_normal(4096).astype(np.float32)
 
