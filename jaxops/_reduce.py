@@ -466,8 +466,11 @@ def _serial(data, target, updates, reduction, use_init_val):
   """Float sum/sub/prod/mean by XLA's scatter: in index order on CPU."""
   slots = data.shape[0]
   dtype = data.dtype
-  if reduction == "mean" and _counts_in_column(data, target, use_init_val):
-    return _serial_mean(data, target, updates, use_init_val)
+  counted = reduction == "mean" or (
+    reduction in NEUTRAL_ADD and not use_init_val
+  )
+  if counted and _counts_in_column(data, target, use_init_val):
+    return _serial_counted(data, target, updates, reduction, use_init_val)
   if not use_init_val:
     hit = targeted(target, slots)[:, None]
     data = jnp.where(hit, neutral(reduction, dtype), data)
@@ -487,10 +490,9 @@ def _serial(data, target, updates, reduction, use_init_val):
 
 
 def _counts_in_column(data, target, use_init_val):
-  """Whether a float mean's counts can ride in a column beside its one-
-  element rows: float32 or float64 data (XLA:CPU scatters narrower floats
-  through float32) and every count, up to n + 1, an integer the dtype holds
-  exactly."""
+  """Whether counts can ride in a column beside one-element rows: float32
+  or float64 data (XLA:CPU scatters narrower floats through float32) and
+  every count, up to n + 1, an integer the dtype holds exactly."""
   n, tail = target.shape[0], data.shape[1:]
   return (
     np.dtype(data.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
@@ -500,16 +502,20 @@ def _counts_in_column(data, target, use_init_val):
   )
 
 
-def _serial_mean(data, target, updates, use_init_val):
-  """A float mean of one-element rows in one scatter (`_sum_and_count`),
-  which adds each row's updates in index order as `at_rows` does alone:
-  the sums, counts and quotients of the two-scatter form, bit for bit.
-  Without the initial value the sums start from 0, the neutral element
-  (`neutral`), and the rows no update targets keep data."""
+def _serial_counted(data, target, updates, reduction, use_init_val):
+  """A float mean, or a sum/sub without the initial value, of one-element
+  rows in one scatter (`_sum_and_count`), which adds each row's updates in
+  index order as `at_rows` does alone: the bits of the form with a scatter
+  each for the sums, the counts and (without the initial value) the
+  targeted rows. Without the initial value the sums start from 0, the
+  neutral element (`neutral`), and the rows no update targets keep data."""
+  if reduction == "sub":
+    updates = -updates
   start = data if use_init_val else jnp.zeros_like(data)
   total, count = _sum_and_count(start, target, updates)
-  divisor = jnp.maximum(count + int(use_init_val), 1)
-  return jnp.where(count > 0, quotient(total, divisor), data)
+  if reduction == "mean":
+    total = quotient(total, jnp.maximum(count + int(use_init_val), 1))
+  return jnp.where(count > 0, total, data)
 
 
 @jax.custom_jvp

@@ -236,14 +236,17 @@ def test_cpu_program_is_the_plain_scatter(name):
   assert _counts(compiled) == {"sort": 0, "while": 0, "conditional": 0}
 
 
-@pytest.mark.parametrize("use_init_val", [True, False])
+@pytest.mark.parametrize(
+  ("reduction", "use_init_val"),
+  [("mean", True), ("mean", False), ("sum", True), ("sum", False)],
+)
 @pytest.mark.covering_modes
-def test_cpu_float_mean_is_one_scatter(use_init_val):
-  # Each target's sum and count in one scatter of (update, 1) pairs: the
-  # second scatter read the targets again, and without the initial value a
-  # third found the targeted rows (docs/design.md#one-scatter-mean).
+def test_cpu_float_sums_and_means_are_one_scatter(reduction, use_init_val):
+  # Each target's sum and count in one scatter of (update, 1) pairs: a
+  # mean's second scatter read the targets again, and without the initial
+  # value another found the targeted rows (docs/design.md#one-scatter-mean).
   fn = lambda d, u: jaxops.scatter_elements_update(
-    d, _ELEMENTS, u, reduction="mean", use_init_val=use_init_val
+    d, _ELEMENTS, u, reduction=reduction, use_init_val=use_init_val
   )
   compiled = _fresh(fn).lower(_DATA, _ROW_UPDATES).compile().as_text()
   assert compiled.count(" scatter(") == 1, compiled
