@@ -33,14 +33,21 @@ _checked_indices_p = Primitive("jaxops_checked_indices")
 
 
 def checked_indices(
-  indices: jax.Array, sizes: Sequence[int], message: str
+  indices: jax.Array,
+  sizes: Sequence[int],
+  message: str,
+  *,
+  negatives_wrap: bool = False,
 ) -> jax.Array:
   """`indices` (..., k), reported by checkify when a row leaves `sizes`.
 
   Rows are in range when `0 <= indices[..., j] < sizes[j]` for every j, so
-  negative indices must already be wrapped.
+  negative indices must already be wrapped; with `negatives_wrap`, when
+  `-sizes[j] <= indices[..., j] < sizes[j]` (indices before the wrap).
   """
-  return _checked_indices_p.bind(indices, sizes=tuple(sizes), message=message)
+  return _checked_indices_p.bind(
+    indices, sizes=tuple(sizes), message=message, wraps=negatives_wrap
+  )
 
 
 def checked_gather_indices(
@@ -50,12 +57,15 @@ def checked_gather_indices(
   `checkify.index_checks` like an out-of-range gather when a row leaves it."""
   sizes = tuple(operand_shape[d] for d in dims)
   return _checked_indices_p.bind(
-    indices, sizes=sizes, message=(tuple(operand_shape), tuple(dims))
+    indices,
+    sizes=sizes,
+    message=(tuple(operand_shape), tuple(dims)),
+    wraps=False,
   )
 
 
-def _abstract_eval(indices, *, sizes, message):
-  del sizes, message
+def _abstract_eval(indices, *, sizes, message, wraps):
+  del sizes, message, wraps
   return indices
 
 
@@ -65,13 +75,13 @@ def _upper(indices, sizes):
   return along_last_axis(dim_values(sizes, indices.dtype), indices.ndim)
 
 
-def _in_bounds(indices, sizes):
+def _in_bounds(indices, sizes, wraps):
   upper = _upper(indices, sizes)
-  zero = np.zeros((), indices.dtype)
-  return jnp.all((indices >= zero) & (indices < upper))
+  lower = -upper if wraps else np.zeros((), indices.dtype)
+  return jnp.all((indices >= lower) & (indices < upper))
 
 
-def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
+def _checkify_rule(error, enabled_errors, indices, *, sizes, message, wraps):
   if isinstance(message, tuple):  # checked_gather_indices
     operand_shape, dims = message
     if _checkify.OOBError in enabled_errors:
@@ -89,21 +99,21 @@ def _checkify_rule(error, enabled_errors, indices, *, sizes, message):
   if _checkify.FailedCheckError in enabled_errors:
     failure = _checkify.FailedCheckError(_checkify.get_traceback(), message)
     error = _checkify.assert_func(
-      error, jnp.logical_not(_in_bounds(indices, sizes)), failure
+      error, jnp.logical_not(_in_bounds(indices, sizes, wraps)), failure
     )
   return error, indices
 
 
-def _batching_rule(batched_args, batch_dims, *, sizes, message):
+def _batching_rule(batched_args, batch_dims, **params):
   (indices,), (dim,) = batched_args, batch_dims
   # The rule reads the tuple from the last axis: keep the batch axis in front.
   indices = jnp.moveaxis(indices, dim, 0)
-  return checked_indices(indices, sizes, message), 0
+  return _checked_indices_p.bind(indices, **params), 0
 
 
-def _jvp_rule(primals, tangents, *, sizes, message):
+def _jvp_rule(primals, tangents, **params):
   (indices,), (indices_dot,) = primals, tangents
-  return checked_indices(indices, sizes, message), indices_dot
+  return _checked_indices_p.bind(indices, **params), indices_dot
 
 
 _checked_indices_p.def_impl(lambda indices, **_: indices)

@@ -156,6 +156,14 @@ _scatter_unique = linear_custom_jvp(
 )
 
 
+def _dropped(op: str, sizes: tuple[int, ...]) -> str:
+  """checkify's message for a dropped tuple."""
+  return (
+    f"{op}: an index tuple is out of range for the indexed dims "
+    f"{shape_str(sizes)} (valid: [-s, s-1]); it was dropped"
+  )
+
+
 def _in_range(
   indices: jax.Array,
   sizes: tuple[int, ...],
@@ -181,12 +189,7 @@ def _in_range(
   if mode == lax.GatherScatterMode.CLIP:
     indices = jnp.clip(indices, zero, sizes_arr - 1)
   elif mode == lax.GatherScatterMode.FILL_OR_DROP:
-    indices = _checks.checked_indices(
-      indices,
-      sizes,
-      f"{op}: an index tuple is out of range for the "
-      f"indexed dims {shape_str(sizes)} (valid: [-s, s-1]); it was dropped",
-    )
+    indices = _checks.checked_indices(indices, sizes, _dropped(op, sizes))
     # Reinterpreted as unsigned, a negative index is above every size: one
     # compare per coordinate, and-ed column by column rather than reduced
     # over the last axis, so that they fuse with the wrap and the linear
@@ -476,12 +479,67 @@ def _write_serial(data, tuples, updates, *, sizes, mode):
 def _serial_rows(
   indices: jax.Array, sizes: tuple[int, ...], mode: lax.GatherScatterMode
 ) -> jax.Array:
-  """The linear row of each tuple (n,) after `mode`; -1 where dropped."""
+  """The linear row of each tuple (n,) after `mode`; out of
+  [0, prod(sizes)) where dropped."""
+  if _unsigned_rows_apply(indices, sizes, mode):
+    return _unsigned_rows(indices, sizes)
   indices, in_bounds = _in_range(indices, sizes, mode)
   dtype = _duplicates.int_dtype_for(math.prod(sizes))
   valid = jnp.where(in_bounds[:, None], indices, np.zeros((), indices.dtype))
   rows = _common.linear_index(valid, sizes, dtype, by_columns=True)
   return jnp.where(in_bounds, rows, np.asarray(-1, dtype))
+
+
+def _unsigned_rows_apply(indices, sizes, mode) -> bool:
+  """Whether `_unsigned_rows` computes the rows: dropped tuples of one or
+  two static dims, signed indices of at least 32 bits that hold every size."""
+  dtype = indices.dtype
+  return (
+    mode == lax.GatherScatterMode.FILL_OR_DROP
+    and len(sizes) in (1, 2)
+    and all(map(_export.is_int, sizes))
+    and jnp.issubdtype(dtype, jnp.signedinteger)
+    and jnp.iinfo(dtype).bits >= 32
+    and max(sizes) <= jnp.iinfo(dtype).max
+  )
+
+
+def _unsigned_rows(indices: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
+  """`_serial_rows` of tuples of one or two dims in at most as many integer
+  operations as the tuples and rows have bytes: XLA:CPU then counts the
+  loop memory-bound and runs it on one thread below 256 KiB of rows, where
+  the usual wrap, range test and select (16 operations against 12 bytes a
+  pair) were split over two threads, whose hand-off cost more than the loop
+  (docs/design.md#index-fusion).
+
+  As unsigned, a negative i is above every size, so min(i, i + s) is the
+  wrapped index where -s <= i < s and at least s elsewhere. A pair's row is
+  min(w0, s0) * s1 + (w1 if w1 < s1 else s0 * s1): at least s0 * s1 when
+  either coordinate is out of range, and below 2 * s0 * s1, which the
+  unsigned type holds; the row type keeps it out of range (a negative value
+  where its top bit is set)."""
+  indices = _checks.checked_indices(
+    indices, sizes, _dropped(OP, sizes), negatives_wrap=True
+  )
+  dtype = _duplicates.int_dtype_for(math.prod(sizes))
+  unsigned = np.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
+  as_unsigned = lax.bitcast_convert_type(indices, unsigned)
+  wrapped = []
+  for j, size in enumerate(sizes):
+    column = as_unsigned[:, j]
+    wrapped.append(jnp.minimum(column, column + np.asarray(size, unsigned)))
+  if len(sizes) == 1:
+    rows = wrapped[0]
+  else:
+    (s0, s1), (w0, w1) = sizes, wrapped
+    past = np.asarray(s0 * s1, unsigned)
+    first = jnp.minimum(w0, np.asarray(s0, unsigned))
+    last = jnp.where(w1 < np.asarray(s1, unsigned), w1, past)
+    rows = first * np.asarray(s1, unsigned) + last
+  if np.dtype(dtype).itemsize == unsigned.itemsize:
+    return lax.bitcast_convert_type(rows, dtype)
+  # int64 indices into rows of int32: past the end, then narrowed.
+  return jnp.minimum(rows, np.asarray(math.prod(sizes), unsigned)).astype(dtype)
 
 
 # Export primitive (docs/export.md#scatter-nd-update) -------------------------

@@ -1167,7 +1167,7 @@ def test_out_of_range_dropped_under_jit_and_clip_mode():
   ids=["user_checks", "index_checks"],
 )
 @pytest.mark.parametrize(
-  "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
+  "strategy", [None, "table", "rank_table_bitmap", "packed_sort_sorted"]
 )
 @pytest.mark.covering_modes
 def test_checkify_flags_out_of_range(errors, strategy):
@@ -1187,7 +1187,32 @@ def test_checkify_flags_out_of_range(errors, strategy):
 
 
 @pytest.mark.parametrize(
-  "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
+  ("indices", "flagged"),
+  [
+    # Into data (4, 2): by k = 1 (the first column) and by k = 2.
+    ([[1, 0], [3, -2], [-4, 1]], (False, False)),
+    ([[1, 0], [0, -3]], (False, True)),
+    ([[4, 0]], (True, True)),
+    ([[-5, 0]], (True, True)),
+    ([[0, 2]], (False, True)),
+  ],
+)
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.covering_modes
+def test_checkify_flags_the_serial_write_before_the_wrap(indices, flagged, k):
+  # The CPU's serial write checks the tuples before wrapping them, each
+  # coordinate in [-s, s) (jaxops._scatter_nd_update._unsigned_rows).
+  indices = np.array(indices)[:, :k]
+  updates = np.ones((len(indices),) + (2,) * (2 - k), np.float32)
+  f = checkify.checkify(_update(None), errors=checkify.user_checks)
+  err, out = f(np.zeros((4, 2), np.float32), indices, updates)
+  assert (err.get() is not None) == flagged[k - 1], indices
+  want = np_scatter_nd_update(np.zeros((4, 2), np.float32), indices, updates)
+  assert_same(out, want)
+
+
+@pytest.mark.parametrize(
+  "strategy", [None, "table", "rank_table_bitmap", "packed_sort_sorted"]
 )
 def test_user_checks_quiet_for_in_range_duplicates(strategy):
   f = checkify.checkify(_update(strategy), errors=checkify.user_checks)

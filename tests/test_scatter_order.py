@@ -303,6 +303,28 @@ def test_cpu_program_prepares_tuples_in_one_loop(reduction, mode):
   assert computed == ["4096,1"], entry
 
 
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.covering_modes
+def test_cpu_serial_write_prepares_rows_on_one_thread(k):
+  # XLA:CPU splits a loop over threads when it counts more operations than
+  # bytes; the default's rows take at most as many, so below 256 KiB of rows
+  # the loop stays on one thread, whose hand-off cost more than the loop
+  # (docs/design.md#index-fusion).
+  fn = lambda d, t, u: jaxops.scatter_nd_update(d, t, u)
+  tuples, updates = _TUPLES[:, :k], _TUPLE_UPDATES
+  if k == 1:
+    updates = np.broadcast_to(updates[:, None], (4096, 8))
+  compiled = jax.jit(fn).lower(_DATA, tuples, updates).compile()
+  entry = compiled.as_text().split("ENTRY", 1)[1]
+  rows = [
+    line
+    for line in entry.splitlines()
+    if re.search(r"= s\d+\[4096,1\]\S* fusion\(", line)
+  ]
+  assert len(rows) == 1, entry
+  assert "outer_dimension_partitions" not in rows[0], rows[0]
+
+
 # Updates with more than one batch dim: ScatterElementsUpdate's elements of
 # 2-D data, ScatterNDUpdate with indices of rank 3.
 _BATCH_ROWS = _RNG.integers(0, 64, (64, 64, 1))
