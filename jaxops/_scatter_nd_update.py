@@ -481,10 +481,16 @@ def _serial_rows(
 ) -> jax.Array:
   """The linear row of each tuple (n,) after `mode`; out of
   [0, prod(sizes)) where dropped."""
-  if _unsigned_rows_apply(indices, sizes, mode):
-    return _unsigned_rows(indices, sizes)
-  indices, in_bounds = _in_range(indices, sizes, mode)
   dtype = _duplicates.int_dtype_for(math.prod(sizes))
+  if _unsigned_rows_apply(indices, sizes, mode):
+    rows = _unsigned_rows(indices, sizes)
+    if np.dtype(dtype).itemsize == rows.dtype.itemsize:
+      # Past the end, or negative where the top bit is set.
+      return lax.bitcast_convert_type(rows, dtype)
+    # int64 indices into rows of int32: past the end, then narrowed.
+    past = np.asarray(math.prod(sizes), rows.dtype)
+    return jnp.minimum(rows, past).astype(dtype)
+  indices, in_bounds = _in_range(indices, sizes, mode)
   valid = jnp.where(in_bounds[:, None], indices, np.zeros((), indices.dtype))
   rows = _common.linear_index(valid, sizes, dtype, by_columns=True)
   return jnp.where(in_bounds, rows, np.asarray(-1, dtype))
@@ -492,7 +498,8 @@ def _serial_rows(
 
 def _unsigned_rows_apply(indices, sizes, mode) -> bool:
   """Whether `_unsigned_rows` computes the rows: dropped tuples of one or
-  two static dims, signed indices of at least 32 bits that hold every size."""
+  two static dims, signed indices of at least 32 bits whose type holds the
+  number of rows (so that its unsigned type holds twice that)."""
   dtype = indices.dtype
   return (
     mode == lax.GatherScatterMode.FILL_OR_DROP
@@ -500,28 +507,28 @@ def _unsigned_rows_apply(indices, sizes, mode) -> bool:
     and all(map(_export.is_int, sizes))
     and jnp.issubdtype(dtype, jnp.signedinteger)
     and jnp.iinfo(dtype).bits >= 32
-    and max(sizes) <= jnp.iinfo(dtype).max
+    and math.prod(sizes) <= jnp.iinfo(dtype).max
   )
 
 
 def _unsigned_rows(indices: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
-  """`_serial_rows` of tuples of one or two dims in at most as many integer
-  operations as the tuples and rows have bytes: XLA:CPU then counts the
-  loop memory-bound and runs it on one thread below 256 KiB of rows, where
-  the usual wrap, range test and select (16 operations against 12 bytes a
-  pair) were split over two threads, whose hand-off cost more than the loop
-  (docs/design.md#index-fusion).
+  """The linear row of each tuple of one or two dims, as the unsigned type
+  of the indices' width: at least prod(sizes) where dropped. In at most as
+  many integer operations as the tuples and rows have bytes: XLA:CPU then
+  counts the loop memory-bound and runs it on one thread below 256 KiB of
+  rows, where the usual wrap, range test and select (16 operations against
+  12 bytes a pair) were split over two threads, whose hand-off cost more
+  than the loop (docs/design.md#index-fusion).
 
   As unsigned, a negative i is above every size, so min(i, i + s) is the
   wrapped index where -s <= i < s and at least s elsewhere. A pair's row is
   min(w0, s0) * s1 + (w1 if w1 < s1 else s0 * s1): at least s0 * s1 when
   either coordinate is out of range, and below 2 * s0 * s1, which the
-  unsigned type holds; the row type keeps it out of range (a negative value
-  where its top bit is set)."""
+  unsigned type holds (`_unsigned_rows_apply`). checkify checks the tuples
+  before the wrap."""
   indices = _checks.checked_indices(
     indices, sizes, _dropped(OP, sizes), negatives_wrap=True
   )
-  dtype = _duplicates.int_dtype_for(math.prod(sizes))
   unsigned = np.dtype(f"uint{jnp.iinfo(indices.dtype).bits}")
   as_unsigned = lax.bitcast_convert_type(indices, unsigned)
   wrapped = []
@@ -529,17 +536,13 @@ def _unsigned_rows(indices: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
     column = as_unsigned[:, j]
     wrapped.append(jnp.minimum(column, column + np.asarray(size, unsigned)))
   if len(sizes) == 1:
-    rows = wrapped[0]
-  else:
-    (s0, s1), (w0, w1) = sizes, wrapped
-    past = np.asarray(s0 * s1, unsigned)
-    first = jnp.minimum(w0, np.asarray(s0, unsigned))
-    last = jnp.where(w1 < np.asarray(s1, unsigned), w1, past)
-    rows = first * np.asarray(s1, unsigned) + last
-  if np.dtype(dtype).itemsize == unsigned.itemsize:
-    return lax.bitcast_convert_type(rows, dtype)
-  # int64 indices into rows of int32: past the end, then narrowed.
-  return jnp.minimum(rows, np.asarray(math.prod(sizes), unsigned)).astype(dtype)
+    return wrapped[0]
+  (s0, s1), (w0, w1) = sizes, wrapped
+  first = jnp.minimum(w0, np.asarray(s0, unsigned))
+  last = jnp.where(
+    w1 < np.asarray(s1, unsigned), w1, np.asarray(s0 * s1, unsigned)
+  )
+  return first * np.asarray(s1, unsigned) + last
 
 
 # Export primitive (docs/export.md#scatter-nd-update) -------------------------

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import jaxops
 from jaxops import _order
@@ -323,6 +324,30 @@ def test_cpu_serial_write_prepares_rows_on_one_thread(k):
   ]
   assert len(rows) == 1, entry
   assert "outer_dimension_partitions" not in rows[0], rows[0]
+
+
+@pytest.mark.parametrize(
+  ("dtype", "sizes", "unsigned"),
+  [
+    (np.int32, (4096, 4096), True),
+    (np.int32, (2**31 - 1,), True),
+    # Rows past the end reach twice their number: beyond 2**31 - 1 rows
+    # int32 indices take the general form (x64 rows of int64).
+    (np.int32, (46341, 46341), False),
+    (np.int64, (46341, 46341), True),
+    (np.int16, (64, 64), False),
+    (np.uint32, (64, 64), False),
+  ],
+)
+def test_unsigned_rows_only_where_their_type_holds_twice_the_rows(
+  dtype, sizes, unsigned
+):
+  from jaxops import _scatter_nd_update
+
+  applies = _scatter_nd_update._unsigned_rows_apply(
+    np.zeros((2, len(sizes)), dtype), sizes, lax.GatherScatterMode.FILL_OR_DROP
+  )
+  assert applies == unsigned
 
 
 # Updates with more than one batch dim: ScatterElementsUpdate's elements of
