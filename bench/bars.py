@@ -92,13 +92,6 @@ def tie(case: dict, variant: str, reference: str) -> dict | None:
   return None
 
 
-def _tie_detail(paired: dict) -> str:
-  return (
-    f"; a tie: round by round {paired['median']:.3f}x, 95% interval "
-    f"{paired['lo']:.3f}-{paired['hi']:.3f}x over {paired['n']} rounds"
-  )
-
-
 @dataclasses.dataclass
 class Check:
   """One case (and variant) a bar looked at."""
@@ -110,6 +103,30 @@ class Check:
   detail: str
   # Met as a tie (`tie`): measured behind, by less than the run resolves.
   tie: bool = False
+
+
+def _at_most_check(
+  case: dict,
+  variant: str,
+  reference: str,
+  value: float,
+  at_most: float,
+  detail: str,
+) -> Check:
+  """The check of `variant`'s ratio `value` to `reference` against
+  `at_most`, met as a tie (`tie`) where the bar is "at or ahead" and the
+  call measured behind; `detail` is closed here, the tie's interval in it."""
+  behind_at_or_ahead = value > at_most and at_most == 1.0
+  paired = tie(case, variant, reference) if behind_at_or_ahead else None
+  if paired:
+    detail += (
+      f"; a tie: round by round {paired['median']:.3f}x, 95% interval "
+      f"{paired['lo']:.3f}-{paired['hi']:.3f}x over {paired['n']} rounds"
+    )
+  met = value <= at_most or paired is not None
+  return Check(
+    case["key"], variant, value, met, detail + ")", paired is not None
+  )
 
 
 class Bar:
@@ -197,35 +214,26 @@ class Ratio(Bar):
         t, ref = iqm(case, variant), iqm(case, reference)
         if t is None or ref is None:
           continue
-        paired = None
         if self.at_least is None:
           value = t / ref
-          met = value <= self.at_most
-          if not met and self.at_most == 1.0:
-            paired = tie(case, variant, reference)
           detail = (
             f"{value:.2f}x {reference} ({ms(t)} vs {ms(ref)} ms, "
             f"bar <= {self.at_most}x"
-            + (_tie_detail(paired) if paired else "")
-            + ")"
+          )
+          out.append(
+            _at_most_check(
+              case, variant, reference, value, self.at_most, detail
+            )
           )
         else:
           value = ref / t
-          met = value >= self.at_least
           detail = (
             f"{value:.2f}x faster than {reference} ({ms(t)} vs "
             f"{ms(ref)} ms, bar >= {self.at_least}x)"
           )
-        out.append(
-          Check(
-            case["key"],
-            variant,
-            value,
-            met or paired is not None,
-            detail,
-            tie=paired is not None,
+          out.append(
+            Check(case["key"], variant, value, value >= self.at_least, detail)
           )
-        )
     return out
 
 
@@ -276,27 +284,18 @@ class VsPeers(Bar):
         ):
           continue
         value = t / peer_t
-        paired = None
-        if value > self.at_most and self.at_most == 1.0:
-          paired = tie(case, variant, peer)
         not_peers = "".join(
           f"; {p} is no peer: wrong on "
           + ", ".join(sorted(c for q, c in wrong if q == p))
           for p in sorted(left_out)
           if iqm(case, p) is not None and iqm(case, p) < peer_t
         )
+        detail = (
+          f"{value:.2f}x {peer} ({ms(t)} vs {ms(peer_t)} ms, "
+          f"bar <= {self.at_most}x{not_peers}"
+        )
         out.append(
-          Check(
-            case["key"],
-            variant,
-            value,
-            value <= self.at_most or paired is not None,
-            f"{value:.2f}x {peer} ({ms(t)} vs {ms(peer_t)} ms, "
-            f"bar <= {self.at_most}x{not_peers}"
-            + (_tie_detail(paired) if paired else "")
-            + ")",
-            tie=paired is not None,
-          )
+          _at_most_check(case, variant, peer, value, self.at_most, detail)
         )
     return out
 
