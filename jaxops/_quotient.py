@@ -32,6 +32,7 @@ _HIGH_HALF = np.uint32(0xFFFFF000)
 # Where the residual's partial products neither overflow nor leave the
 # normal range, for counts up to 2**24: outside, the backend's quotient.
 _SMALLEST, _LARGEST = np.float32(2.0**-75), np.float32(2.0**125)
+_MAX = np.finfo(np.float32).max
 
 
 def quotient(x: jax.Array, count: jax.Array) -> jax.Array:
@@ -81,7 +82,9 @@ def nearest(x: jax.Array, c: jax.Array, q: jax.Array) -> jax.Array:
   nearer, r = q, _residual(x, q, c_high, c_low)
   for _ in range(2):
     # Toward x / c (c > 0); r == 0 is exact, and every step away is larger.
-    up = jnp.where(r > 0, np.float32(np.inf), np.float32(-np.inf))
+    # (Toward the largest float, not inf: no inf exists but in a result,
+    # for jax_debug_infs; every quotient in range is far below it.)
+    up = jnp.where(r > 0, _MAX, -_MAX)
     step = lax.nextafter(nearer, up)
     r_step = _residual(x, step, c_high, c_low)
     # The nearest has |r| <= ulp * c / 2, exact; no quotient of floats is a

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jax.interpreters import ad, batching, mlir, xla
 
 from jaxops._common import is_symbolic, provable, vary_alike
 from jaxops._duplicates import any_in_batch, reduce_whole
@@ -131,11 +131,9 @@ def _sort_jvp(primals, tangents, *, slots):
   return out, [np.zeros(x.shape, jax.dtypes.float0) for x in out]
 
 
-_sort_p.def_impl(
-  lambda target, *, slots: jax.jit(_sort_p.bind, static_argnames="slots")(
-    target, slots=slots
-  )
-)
+# Compiled through its lowering, as JAX runs its own primitives eagerly: a
+# jit of `bind` would call `bind` again under `jax.disable_jit()`.
+_sort_p.def_impl(functools.partial(xla.apply_primitive, _sort_p))
 # `update` keeps the input's other properties: under shard_map the outputs
 # vary over the manual axes the targets vary over.
 _sort_p.def_abstract_eval(

@@ -324,6 +324,15 @@ def _ops() -> list[Op]:
         (0,),
       )
     )
+  # Whole rows: the fill-mode gather of (data | fill block).
+  ops.append(
+    Op(
+      "gather_nd_rows",
+      jaxops.gather_nd,
+      (_data(), np.array([[1], [-1], [0]])),
+      (0,),
+    )
+  )
   # Out of range is Gather-8's defined result (zeros), eagerly as under jit.
   ops.append(
     Op(
@@ -353,6 +362,15 @@ def _ops() -> list[Op]:
     Op(
       "scatter_nd_update_max",
       functools.partial(jaxops.scatter_nd_update, reduction="max"),
+      (_data(), _SCATTER_INDICES, _SCATTER_UPDATES),
+      (0, 2),
+    )
+  )
+  # The product's derivative: the sort and the segmented scans.
+  ops.append(
+    Op(
+      "scatter_nd_update_prod",
+      functools.partial(jaxops.scatter_nd_update, reduction="prod"),
       (_data(), _SCATTER_INDICES, _SCATTER_UPDATES),
       (0, 2),
     )
@@ -541,6 +559,33 @@ def test_export_vmap_over_a_symbolic_batch(op):
   exported = jax.export.export(jax.jit(fn))(*specs)
   args = tuple(np.stack([a, a, a]) for a in op.args)
   assert_same(exported.call(*args), np.asarray(jax.jit(fn)(*args)))
+
+
+# ---------------------------------------------------------------------------
+# JAX's debugging switches.
+
+
+@pytest.mark.exhaustive(default=6)
+@pytest.mark.parametrize("transform", ["fwd", "grad", "jvp", "vmap"])
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+@pytest.mark.scatter_orders
+def test_debugging_switches_change_nothing(op, transform, scatter_order):
+  """Under `jax.disable_jit()` with `jax_debug_nans` and `jax_debug_infs`
+  (how JAX's docs find where a NaN appears: each primitive runs on its own
+  and its output is checked), each call gives the jitted call's result and
+  raises nothing: a NaN or inf exists inside jaxops only where the result
+  holds it. Failed before: under disable_jit the sort's primitive called
+  itself (RecursionError in every product gradient), and the fill-mode
+  gathers built their NaN fill before knowing whether a tuple was out of
+  range (FloatingPointError)."""
+  fn, args = _transformed(op, transform)
+  want = jax.jit(fn)(*args)
+  with jax.disable_jit(), jax.debug_nans(True), jax.debug_infs(True):
+    got = fn(*args)
+  for got_leaf, want_leaf in zip(
+    jax.tree.leaves(got), jax.tree.leaves(want), strict=True
+  ):
+    assert_same(np.asarray(got_leaf), np.asarray(want_leaf))
 
 
 # ---------------------------------------------------------------------------
