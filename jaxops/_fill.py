@@ -67,11 +67,14 @@ def gather(
   `tangent=True` selects the formulation whose transpose is leanest; the
   primal (`tangent=False`) reads floats narrower than float32 as their bits
   (`moved_as_bits`), which XLA:CPU's selects and concatenations keep, and
-  so does a fill-mode gather whose fill is a NaN or an infinity.
+  so does a fill-mode gather whose fill is a NaN or an infinity under
+  `jax.disable_jit()`.
   """
   fill = np.asarray(fill_value_or_default(fill_value, data.dtype), data.dtype)
   bits = bits_dtype(data.dtype) or (
-    _nonfinite_fill_bits(fill) if mode == FILL else None
+    _nonfinite_fill_bits(fill)
+    if mode == FILL and jax.config.jax_disable_jit
+    else None
   )
   if tangent or bits is None:
     return _gather(data, indices, dnums, mode, fill_value, tangent)
@@ -83,12 +86,14 @@ def _nonfinite_fill_bits(fill: np.ndarray) -> np.dtype | None:
   """The unsigned type of a real float fill's bits where it is a NaN or an
   infinity, else None.
 
-  Such a fill is moved as its bits, so that its NaN or inf exists only in
-  the output, where a tuple is out of range: `jax_debug_nans` and
-  `jax_debug_infs` under `jax.disable_jit()`, which check each primitive's
-  output, then flag no gather whose result has none (GatherND's default
-  fill is NaN; tests/test_field_config.py). XLA compiles the bitcasts to
-  nothing."""
+  Under `jax.disable_jit()` such a fill is moved as its bits, so that its
+  NaN or inf exists only in the output, where a tuple is out of range:
+  `jax_debug_nans` and `jax_debug_infs`, which check each primitive's
+  output there, then flag no gather whose result has none (GatherND's
+  default fill is NaN; tests/test_field_config.py). Only there: a compiled
+  program is checked at its outputs alone, and its bitcasts, though free,
+  count as work that takes a small gather off XLA:CPU's inline path (a
+  3-row GatherND: 14 -> 72 us; docs/design.md#moved-as-bits)."""
   if jnp.issubdtype(fill.dtype, jnp.floating) and not np.isfinite(fill):
     return np.dtype(f"uint{8 * fill.dtype.itemsize}")
   return None
