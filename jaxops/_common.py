@@ -126,6 +126,13 @@ def static_shape(shape: Any, op: str, name: str) -> Shape:
   return dims
 
 
+def jit_disabled() -> bool:
+  """Whether JAX runs each primitive on its own (`jax.disable_jit()`)."""
+  # Read as JAX says to read a flag with a context manager; its config type
+  # does not declare the attribute.
+  return bool(jax.config.jax_disable_jit)  # type: ignore[attr-defined]
+
+
 def is_symbolic(dim: Any) -> bool:
   """Whether a dim is a symbolic dim of `jax.export` rather than an int."""
   return jax.export.is_symbolic_dim(dim)

@@ -45,6 +45,7 @@ from jaxops._common import (
   dim_values,
   fill_value_or_default,
   is_symbolic,
+  jit_disabled,
   linear_index,
   provable,
 )
@@ -72,9 +73,7 @@ def gather(
   """
   fill = np.asarray(fill_value_or_default(fill_value, data.dtype), data.dtype)
   bits = bits_dtype(data.dtype) or (
-    _nonfinite_fill_bits(fill)
-    if mode == FILL and jax.config.jax_disable_jit
-    else None
+    _nonfinite_fill_bits(fill) if mode == FILL and jit_disabled() else None
   )
   if tangent or bits is None:
     return _gather(data, indices, dnums, mode, fill_value, tangent)
