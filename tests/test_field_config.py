@@ -578,9 +578,10 @@ def _debugged_rows():
         )
 
 
-@pytest.mark.exhaustive(default=10)
+@pytest.mark.exhaustive(default=6)
 @pytest.mark.parametrize("op,transform,dtype", list(_debugged_rows()))
-@pytest.mark.scatter_orders
+@pytest.mark.covering_modes
+@pytest.mark.scatter_orders(one=True)
 def test_debugging_switches_change_nothing(op, transform, dtype, scatter_order):
   """Under `jax.disable_jit()` with `jax_debug_nans` and `jax_debug_infs`
   (how JAX's docs find where a NaN appears: each primitive runs on its own
