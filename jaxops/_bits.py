@@ -38,6 +38,10 @@ def bits_dtype(dtype: Any) -> np.dtype | None:
     return None
   if jnp.finfo(dtype).bits != 8 * dtype.itemsize:  # 4-bit floats: no NaN
     return None
+  return _unsigned(dtype)
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype:
   return np.dtype(f"uint{8 * dtype.itemsize}")
 
 
@@ -45,17 +49,18 @@ def moved_as_bits(
   move: Callable[..., jax.Array],
   residual: jax.Array,
   *linear: jax.Array,
-  bits: np.dtype | None = None,
+  always: bool = False,
 ) -> jax.Array:
   """`move(residual, *linear)`, for a `move` that only moves the elements of
   `linear` (one dtype; reads, writes, selects, a constant fill): linear, up
   to that constant. Where `bits_dtype` says XLA:CPU would not move
-  them exactly (float16, bfloat16, 8-bit floats), or where the caller gives
-  `bits` (the unsigned type of linear's width), it runs on their bits inside a
+  them exactly (float16, bfloat16, 8-bit floats), or for any real float
+  with `always`, it runs on their bits inside a
   `transposable` whose transpose is the float move's, so `grad`, `vmap` and
   `jax.linear_transpose` see a linear primitive, never a bitcast
   (docs/design.md#moved-as-bits). `move` is a hashable static callable."""
-  bits = bits_dtype(linear[0].dtype) or bits
+  dtype = np.dtype(linear[0].dtype)
+  bits = bits_dtype(dtype) or (_unsigned(dtype) if always else None)
   if bits is None:
     return move(residual, *linear)
   out = jax.eval_shape(move, residual, *linear)

@@ -72,8 +72,8 @@ def gather(
   `jax.disable_jit()`.
   """
   fill = np.asarray(fill_value_or_default(fill_value, data.dtype), data.dtype)
-  debugged = mode == FILL and not tangent and jit_disabled()
-  if debugged and not np.isfinite(fill) and np.iscomplexobj(fill):
+  debugged = _fill_as_bits(fill, mode, tangent)
+  if debugged and np.iscomplexobj(fill):
     # Each part's fill as below; the complex NaN appears in the output only.
     def part(x, fill):
       return gather(x, indices, dnums, mode, fill)
@@ -81,30 +81,28 @@ def gather(
     return lax.complex(
       part(jnp.real(data), fill.real), part(jnp.imag(data), fill.imag)
     )
-  bits = bits_dtype(data.dtype) or (
-    _nonfinite_fill_bits(fill) if debugged else None
-  )
-  if tangent or bits is None:
+  if tangent or (bits_dtype(data.dtype) is None and not debugged):
     return _gather(data, indices, dnums, mode, fill_value, tangent)
   move = functools.partial(_moved_gather, dnums, mode, fill)
-  return moved_as_bits(move, indices, data, bits=bits)
+  return moved_as_bits(move, indices, data, always=debugged)
 
 
-def _nonfinite_fill_bits(fill: np.ndarray) -> np.dtype | None:
-  """The unsigned type of a real float fill's bits where it is a NaN or an
-  infinity, else None.
+def _fill_as_bits(
+  fill: np.ndarray, mode: lax.GatherScatterMode, tangent: bool
+) -> bool:
+  """Whether the primal's fill, a NaN or an infinity, moves as bits: under
+  `jax.disable_jit()` only.
 
-  Under `jax.disable_jit()` such a fill is moved as its bits, so that its
-  NaN or inf exists only in the output, where a tuple is out of range:
-  `jax_debug_nans` and `jax_debug_infs`, which check each primitive's
-  output there, then flag no gather whose result has none (GatherND's
-  default fill is NaN; tests/test_field_config.py). Only there: a compiled
-  program is checked at its outputs alone, and its bitcasts, though free,
-  count as work that takes a small gather off XLA:CPU's inline path (a
-  3-row GatherND: 14 -> 72 us; docs/design.md#moved-as-bits)."""
-  if jnp.issubdtype(fill.dtype, jnp.floating) and not np.isfinite(fill):
-    return np.dtype(f"uint{8 * fill.dtype.itemsize}")
-  return None
+  There `jax_debug_nans` and `jax_debug_infs` check each primitive's
+  output, and as bits the fill's NaN or inf exists only in the output,
+  where a tuple is out of range: no gather whose result has none is flagged
+  (GatherND's default fill is NaN; tests/test_field_config.py). Only there:
+  a compiled program is checked at its outputs alone, and its bitcasts,
+  though free, count as work that takes a small gather off XLA:CPU's inline
+  path (a 3-row GatherND: 14 -> 72 us; docs/design.md#moved-as-bits)."""
+  return (
+    mode == FILL and not tangent and jit_disabled() and not np.isfinite(fill)
+  )
 
 
 def _moved_gather(dnums, mode, fill, indices, data):
