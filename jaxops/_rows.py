@@ -13,7 +13,8 @@ Under `vmap`, JAX's scatter batching rule writes with (batch, row) index
 pairs; this primitive's rule writes the batch's rows as one array of
 `batch * S` rows with one linear index each (a row out of its member's range
 stays dropped, and each member's updates keep their order), which XLA:CPU
-scatters about 1.4x as fast. Linear in (data, updates), with its own jvp and
+scatters about 1.4x as fast, that index computed once for the write and its
+transpose. Linear in (data, updates), with its own jvp and
 transpose: a zeroing write and a gather of the winners' cotangents; a serial
 write finds its winners by the same serial rule, one scatter of the update
 positions (the last one stays): for rows of one float32 or float64 element
@@ -171,6 +172,20 @@ def _write_transpose(ct, data, rows, updates, *, serial):
   return [ct_data, None, ct_updates]
 
 
+def _computed_once(index: jax.Array) -> jax.Array:
+  """`index` (n,) through an identity gather: XLA counts a gather as
+  expensive and computes it once into a buffer of its own, where it copies a
+  chain of cheap element-wise ops (the tuples' wrap, range test and
+  linearization, the batch offset) into every consumer: here the write's
+  scatter and each gather of its transpose (docs/design.md#batched-write)."""
+  dtype = int_dtype_for(index.shape[0])
+  if dtype is None:
+    return index
+  return index.at[lax.iota(dtype, index.shape[0])].get(
+    mode="promise_in_bounds", indices_are_sorted=True, unique_indices=True
+  )
+
+
 def _write_batch(args, dims, *, serial):
   # An unbatched float narrower than float32 is broadcast as its bits: in
   # float XLA:CPU may convert it to float32 and back (moved_as_bits).
@@ -196,7 +211,7 @@ def _write_batch(args, dims, *, serial):
   flat = jnp.where(in_range, rows.astype(dtype) + first_row, -1)
   out = write_rows(
     data.reshape((size * slots,) + data.shape[2:]),
-    flat.reshape(size * n),
+    _computed_once(flat.reshape(size * n)),
     updates.reshape((size * n,) + updates.shape[2:]),
     serial,
   )
