@@ -194,8 +194,8 @@ def main():
   try:
     plain = summary(jax2onnx.to_onnx(deployed, list(test)))
   except NotImplementedError as e:
-    # GatherElements' XLA lowering batches its indices with a primitive of
-    # its own, which plain jax2onnx has no lowering for (docs/export.md).
+    # The gathers' XLA lowerings batch their indices with a primitive of
+    # their own, which plain jax2onnx has no lowering for (docs/export.md).
     plain = f"cannot export ({str(e).splitlines()[0]})"
   # Plain jax2onnx traces under its patches of jax.numpy and leaves those
   # traces in JAX's jit caches (jaxops.onnx keeps its own apart): drop them.

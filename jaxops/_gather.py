@@ -282,6 +282,7 @@ def _prepare_and_gather(
     indices = _checks.checked_gather_indices(
       indices[..., None], data.shape, (axis,)
     )[..., 0]
+  indices = _common.batched_like(indices, data)
   return _gather_linear(
     data, indices, axis, batch_dims, mode, fill_value, False, constructed
   )

@@ -232,6 +232,7 @@ def _prepare_and_gather(
     # The fill-mode gather only ever reads in range; checkify.index_checks
     # still reports the tuple that was out of range.
     indices = _checks.checked_gather_indices(indices, data.shape, dims)
+  indices = _common.batched_like(indices, data)
   return _gather_nd(
     data, indices, batch_dims, mode, fill_value, False, constructed
   )

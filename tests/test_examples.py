@@ -238,7 +238,7 @@ def test_export_onnx_runtimes_agree_with_fewer_nodes(example_output):
   assert float(match[2]) < float(match[1]) - 0.5, out
   counts = [int(n) for n in re.findall(r"(\d+) nodes \(", out)]
   if "plain jax2onnx: cannot export" in out:
-    # GatherElements' jaxops_batched_like has no plain jax2onnx lowering.
+    # The gathers' jaxops_batched_like has no plain jax2onnx lowering.
     assert "jaxops_batched_like" in out and len(counts) == 1, out
   else:
     plain, ours = counts
