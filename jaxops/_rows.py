@@ -173,11 +173,12 @@ def _write_transpose(ct, data, rows, updates, *, serial):
 
 
 def _computed_once(index: jax.Array) -> jax.Array:
-  """`index` (n,) through an identity gather: XLA counts a gather as
-  expensive and computes it once into a buffer of its own, where it copies a
-  chain of cheap element-wise ops (the tuples' wrap, range test and
-  linearization, the batch offset) into every consumer: here the write's
-  scatter and each gather of its transpose (docs/design.md#batched-write)."""
+  """`index` (n,) through an identity gather, so that XLA computes it once
+  into a buffer of its own. A chain of cheap element-wise ops (the tuples'
+  wrap, range test and linearization, the batch offset) XLA copies into
+  every consumer, here the write's scatter and each gather of its
+  transpose; a gather it counts as expensive and does not copy
+  (docs/design.md#batched-write)."""
   dtype = int_dtype_for(index.shape[0])
   if dtype is None:
     return index
