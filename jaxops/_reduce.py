@@ -241,6 +241,23 @@ def _minmax_jvp(is_max, use_init_val, serial, primals, tangents):
 # --- the engine ------------------------------------------------------------
 
 
+def narrowed(target: jax.Array, slots: Any) -> jax.Array:
+  """`target`, values in [0, slots], in the narrowest signed int type that
+  holds `slots` (int8, int16, or its own). A scatter reads one index per
+  update, and with one-element rows the indices are half of what it reads:
+  1M int32 targets into 64 slots are 4 MB beside 4 MB of updates, int8 ones
+  1 MB. The conversion fuses into the loop that computes the targets
+  (docs/design.md#narrow-targets)."""
+  if not is_int(slots):
+    return target
+  for dtype in (np.dtype(np.int8), np.dtype(np.int16)):
+    if slots <= np.iinfo(dtype).max:
+      if dtype.itemsize < target.dtype.itemsize:
+        return target.astype(dtype)
+      break
+  return target
+
+
 def targeted(target, slots):
   hit = at_rows(jnp.zeros((slots,), jnp.uint8), target, np.uint8(1), "max")
   return hit.astype(bool)
@@ -396,8 +413,8 @@ def reduce_rows(
   them where they are (reshaped across the call, it copied them:
   docs/design.md#canonical-scatter).
 
-  `target` is a signed int array; the value `slots` (or any value out of
-  [0, slots)) drops the update. `test_ascending=False` sorts without first
+  `target` is a signed int array of values in [0, slots]; the value
+  `slots` drops the update. `test_ascending=False` sorts without first
   testing whether the targets ascend (docs/design.md#presorted).
   `serial=True` reduces float repeats with XLA's scatter, in index order on
   CPU only (`jaxops._order`), instead of the sorted fold, and float min/max
@@ -409,6 +426,7 @@ def reduce_rows(
   updates = updates.reshape((n, r))
   if n == 0 or slots == 0:
     return data
+  target = narrowed(target, slots)
   if dtype == np.bool_:
     if not use_init_val:
       data = jnp.where(
@@ -599,9 +617,10 @@ def sum_transpose(
   ct: jax.Array, target: jax.Array, reduction: str, use_init_val: bool = True
 ) -> tuple[jax.Array, jax.Array]:
   """The cotangents (data (slots, R), updates (n, R)) of `reduce_rows` sum
-  or sub given the output's `ct` (slots, R): an update's is its target's
-  row (0 where dropped), negated for sub; data's is `ct`, 0 at targeted
-  slots when use_init_val is False."""
+  or sub given the output's `ct` (slots, R) and its `target` (n,): an
+  update's is its target's row (0 where dropped), negated for sub; data's
+  is `ct`, 0 at targeted slots when use_init_val is False."""
+  target = narrowed(target, ct.shape[0])
   picked = ct.at[target].get(mode="fill", fill_value=0)
   ct_data = ct
   if not use_init_val:
