@@ -10,8 +10,8 @@ sort, no loop, no repeat test, on the optimized HLO), a program exported
 for CUDA or TPU holds the constructed path, and one exported for several
 platforms carries both and runs right on CPU; the environment switch forces
 the constructed path on CPU. And the CPU program's shape: one loop prepares
-the indices, updates are read where they are, reductions scatter narrow
-targets.
+the indices, updates and the gathers' cotangents are read where they are,
+reductions scatter narrow targets.
 """
 
 from __future__ import annotations
@@ -609,3 +609,31 @@ def test_vmap_beyond_the_narrow_targets_range(
       data[member], indices[member], updates[member], reduction=reduction
     )
     assert_same(got[member], want, f"member {member}")
+
+
+_ROW_GATHER_GRADS = {
+  "gather-rows": lambda d, i: jaxops.gather(d, i[..., 0], 0),
+  "gather_nd-rows": lambda d, i: jaxops.gather_nd(d, i),
+  "gather_nd-elements": lambda d, i: jaxops.gather_nd(
+    d.reshape(8, 8, 8), jnp.concatenate([i, i], -1)
+  ),
+}
+
+
+@pytest.mark.parametrize("name", _ROW_GATHER_GRADS)
+@pytest.mark.covering_modes
+def test_cpu_gather_gradient_reads_the_cotangent_where_it_is(name):
+  # Found in the bench: the gradient of an embedding lookup with ids of
+  # shape (64, 512) copied its 32 MiB cotangent before the scatter-add (a
+  # reshape XLA inserts, laid out as a copy, as for the scatters above);
+  # the tangent gather of rows has the form XLA emits as it is, fwd+bwd
+  # 0.84x plain autodiff of jnp.take (docs/design.md#row-transpose).
+  fn = _ROW_GATHER_GRADS[name]
+  loss = lambda d, i, w: jnp.sum(fn(d, i) * w)
+  indices = _BATCH_ROWS % 8
+  out = jax.eval_shape(fn, _DATA, indices)
+  w = np.ones(out.shape, np.float32)
+  compiled = jax.jit(jax.grad(loss)).lower(_DATA, indices, w).compile()
+  text = compiled.as_text()
+  called = re.findall(r"calls=%([\w.-]+)", text.split("ENTRY", 1)[1])
+  assert set(called).isdisjoint(_moves_only(text)), text

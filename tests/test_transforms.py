@@ -621,3 +621,59 @@ def test_linear_with_transpose_traces_the_operator_once_under_grad():
   data, updates = jnp.ones(3, jnp.float32), jnp.ones(2, jnp.float32)
   jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(data, updates)
   assert len(traced) == 1
+
+
+# The gathers whose reads are rows of data (no batch dims, the indexed dims
+# leading): their tangent reads one linear row per tuple, so that the
+# transpose is a scatter-add XLA emits as it is (docs/design.md#row-transpose).
+ROW_GATHERS = {
+  "gather": lambda d, i, mode: jaxops.gather(d, i, 0, mode=mode, fill_value=0),
+  "gather_nd": lambda d, i, mode: jaxops.gather_nd(
+    d.reshape(10, -1, d.shape[-1]),
+    jnp.stack([i % 10, i // 10], -1),
+    mode=mode,
+    fill_value=0,
+  ),
+}
+
+
+@pytest.mark.parametrize("rows", [100, 300])
+@pytest.mark.parametrize("mode", ["fill", "clip"])
+@pytest.mark.parametrize(
+  "index_dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64]
+)
+@pytest.mark.parametrize("name", ROW_GATHERS)
+@pytest.mark.covering_modes
+def test_row_transpose_adds_into_the_rows_the_primal_reads(
+  name, index_dtype, mode, rows
+):
+  # The primal reads through other code (XLA's fill or clip mode, or the
+  # stacked fill gather): reading row ids (row + 1, 0 for the fill) names
+  # the row each output row read, and the vjp must add each cotangent row
+  # there, the jvp read the tangent there. 100 rows: int8 indices reach
+  # past them both ways; 300: uint8 and int8 cannot reach the end.
+  gather = ROW_GATHERS[name]
+  rng = np.random.default_rng([rows, np.dtype(index_dtype).itemsize])
+  info = np.iinfo(index_dtype)
+  low, high = max(info.min, -rows - 20), min(info.max, rows + 20)
+  indices = rng.integers(low, high + 1, (6, 7)).astype(index_dtype)
+  data = rng.standard_normal((rows, 3))
+  ids = np.repeat(np.arange(1, rows + 1, dtype=np.float32)[:, None], 3, 1)
+  read = np.asarray(jax.jit(gather, static_argnums=2)(ids, indices, mode))
+  read = read[..., 0].astype(np.int64) - 1  # -1: no row (filled)
+  ct = rng.standard_normal(read.shape + (3,))
+  out, vjp = jax.vjp(
+    lambda d: jax.jit(gather, static_argnums=2)(d, indices, mode), data
+  )
+  (grad,) = vjp(ct.astype(out.dtype))
+  want = np.zeros((rows, 3), out.dtype)
+  np.add.at(want, read[read >= 0], ct[read >= 0].astype(out.dtype))
+  np.testing.assert_allclose(grad, want, rtol=1e-6)
+  tangent = rng.standard_normal(data.shape)
+  _, tangent_out = jax.jvp(
+    lambda d: jax.jit(gather, static_argnums=2)(d, indices, mode),
+    (data,),
+    (tangent,),
+  )
+  picked = np.where(read[..., None] >= 0, tangent.astype(out.dtype)[read], 0)
+  assert_same(tangent_out, picked)
