@@ -117,8 +117,8 @@ def _moved_gather(dnums, mode, fill, indices, data):
 
 def _gather(data, indices, dnums, mode, fill_value, tangent):
   slice_sizes = _slice_sizes(data.shape, dnums)
-  if tangent and (reads := _read_rows(data, indices, dnums)) is not None:
-    return _row_gather(data, reads, mode, fill_value)
+  if tangent and _reads_rows(data, indices, dnums):
+    return _row_gather(data, indices, mode, fill_value)
   if mode != FILL or tangent or not dnums.start_index_map:
     return lax.gather(
       data, indices, dnums, slice_sizes, mode=mode, fill_value=fill_value
@@ -134,91 +134,80 @@ def _gather(data, indices, dnums, mode, fill_value, tangent):
   )
 
 
-class _Reads(NamedTuple):
-  """A gather whose reads are rows: each index tuple reads one row of data
-  viewed as `(rows, *row_shape)`, the output's trailing dims."""
-
-  components: list[jax.Array]
-  """Per leading (indexed) dim of data, the index component that reads it."""
-  row_shape: tuple[int, ...]
-
-
-def _read_rows(
+def _reads_rows(
   data: jax.Array, indices: jax.Array, dnums: lax.GatherDimensionNumbers
-) -> _Reads | None:
-  """How the gather reads rows, or None where it has batching dims, the
-  dims it copies whole are not data's trailing dims (Gather-8 along an axis
-  after others), a shape is symbolic or empty, or int32 does not hold the
-  rows (docs/design.md#row-transpose)."""
+) -> bool:
+  """Whether each index tuple reads one row of data viewed as
+  `(rows, *data.shape[k:])`: no batching dims, the k indexed dims leading in
+  order and the dims read whole trailing in the output, every shape concrete
+  and non-empty, and int32 holding the rows (docs/design.md#row-transpose).
+
+  Batching dims are left out: merged into the rows, a batch dim sharded
+  across devices lost its sharding (the gradient came back replicated);
+  kept as batching dims, XLA copies the cotangent again."""
   shapes = data.shape + indices.shape
-  if any(is_symbolic(n) or n == 0 for n in shapes) or not dnums.start_index_map:
-    return None
-  # Merged into the rows, a batch dim sharded across devices lost its
-  # sharding (the gradient came back replicated); kept as a batching dim,
-  # XLA copies the cotangent again.
-  if dnums.operand_batching_dims:
-    return None
   k = len(dnums.start_index_map)
   whole = data.ndim - k
   out_rank = indices.ndim - 1 + whole
-  if (
-    dnums.collapsed_slice_dims != dnums.start_index_map
-    or set(dnums.start_index_map) != set(range(k))
-    or dnums.offset_dims != tuple(range(out_rank - whole, out_rank))
-    or math.prod(data.shape[:k]) > np.iinfo(np.int32).max
-  ):
-    return None
-  components: list[Any] = [None] * k
-  for j, d in enumerate(dnums.start_index_map):
-    components[d] = indices[..., j]
-  return _Reads(components, data.shape[k:])
+  return (
+    k > 0
+    and not any(is_symbolic(n) or n == 0 for n in shapes)
+    and not dnums.operand_batching_dims
+    and dnums.start_index_map == tuple(range(k))
+    and dnums.collapsed_slice_dims == dnums.start_index_map
+    and dnums.offset_dims == tuple(range(out_rank - whole, out_rank))
+    and math.prod(data.shape[:k]) <= np.iinfo(np.int32).max
+  )
 
 
 def _row_gather(
-  data: jax.Array, reads: _Reads, mode: lax.GatherScatterMode, fill_value: Any
+  data: jax.Array,
+  indices: jax.Array,
+  mode: lax.GatherScatterMode,
+  fill_value: Any,
 ) -> jax.Array:
-  """The gather as a gather of rows at one int32 row per tuple (out of
-  range where a component is, in fill mode), in the form XLA gives every
-  gather and scatter before it emits one: its transpose, a scatter-add of
-  the cotangent, is emitted as it is, where the gather's own form had XLA
-  copy the cotangent first (docs/design.md#row-transpose)."""
-  sizes = data.shape[: len(reads.components)]
-  rows_total = math.prod(sizes)
-  coords = []
+  """The gather of `_reads_rows` as a gather of rows at one int32 row per
+  tuple (out of range where a component is, in fill mode), in the form XLA
+  gives every gather and scatter before it emits one: its transpose, a
+  scatter-add of the cotangent, is emitted as it is, where the gather's own
+  form had XLA copy the cotangent first (docs/design.md#row-transpose)."""
+  k = indices.shape[-1]
+  sizes, row_shape = data.shape[:k], data.shape[k:]
+  rows = math.prod(sizes)
+  # The last index in range, in the indices' type (which may hold less:
+  # then no index is past it).
+  most = jnp.iinfo(indices.dtype).max
+  last = along_last_axis(
+    np.asarray([min(s - 1, most) for s in sizes], indices.dtype), indices.ndim
+  )
+  zero = np.zeros((), indices.dtype)
   out_of_range = None
-  for d, c in enumerate(reads.components):
-    # The last index in range, in the components' type (which may hold
-    # less: then no component is past it).
-    last = np.asarray(min(sizes[d] - 1, jnp.iinfo(c.dtype).max), c.dtype)
-    if mode == lax.GatherScatterMode.CLIP:
-      c = jnp.clip(c, np.zeros((), c.dtype), last)
-    elif mode == FILL:
-      # Wrapped already: a negative component is out of range.
-      bad = (c < 0) | (c > last)
-      out_of_range = bad if out_of_range is None else out_of_range | bad
-      c = jnp.where(bad, np.zeros((), c.dtype), c)
-    coords.append(c.astype(np.int32))
-  row = coords[0]
-  for d in range(1, len(coords)):
-    row = row * np.int32(sizes[d]) + coords[d]
+  if mode == lax.GatherScatterMode.CLIP:
+    indices = jnp.clip(indices, zero, last)
+  elif mode == FILL:
+    # Wrapped already: a negative index is out of range. Tested column by
+    # column, which fuses with the row (docs/design.md#index-fusion).
+    beyond = (indices < zero) | (indices > last)
+    for j in range(k):
+      out_of_range = beyond[..., j] if j == 0 else out_of_range | beyond[..., j]
+    indices = jnp.where(beyond, zero, indices)
+  row = linear_index(indices, sizes, np.int32, by_columns=True)
   if out_of_range is not None:
-    row = jnp.where(out_of_range, np.int32(rows_total), row)
-  positions = row.shape
-  shape = (rows_total,) + reads.row_shape
+    row = jnp.where(out_of_range, np.int32(rows), row)
   dnums = lax.GatherDimensionNumbers(
-    offset_dims=tuple(range(1, len(shape) + 1)),
+    offset_dims=tuple(range(1, len(row_shape) + 2)),
     collapsed_slice_dims=(),
     start_index_map=(0,),
   )
   out = lax.gather(
-    data.reshape(shape),
+    data.reshape((rows,) + row_shape),
     row.reshape(-1, 1),
     dnums,
-    (1,) + reads.row_shape,
+    (1,) + row_shape,
     mode=mode,
     fill_value=fill_value if mode == FILL else None,
   )
-  return out.reshape(positions + reads.row_shape)
+  return out.reshape(row.shape + row_shape)
 
 
 def _stacks(data: jax.Array, dnums: lax.GatherDimensionNumbers) -> bool:

@@ -252,9 +252,8 @@ def narrowed(target: jax.Array, slots: Any) -> jax.Array:
     return target
   for dtype in (np.dtype(np.int8), np.dtype(np.int16)):
     if slots <= np.iinfo(dtype).max:
-      if dtype.itemsize < target.dtype.itemsize:
-        return target.astype(dtype)
-      break
+      narrower = dtype.itemsize < target.dtype.itemsize
+      return target.astype(dtype) if narrower else target
   return target
 
 
