@@ -141,6 +141,11 @@ class Bar:
   def checks(self, cases: list[dict]) -> list[Check]:
     raise NotImplementedError
 
+  def tie_variants(self, case: dict) -> frozenset[str]:
+    """The variants of `case` this bar may call a tie (`tie`): those that
+    need the rounds to resolve one (`measure`'s `min_reps`)."""
+    return frozenset()
+
   def evaluate(self, op: str, cases: list[dict]) -> dict[str, Any]:
     """The verdict on `cases` (one operator's cases of one run), as a dict."""
     checks = self.checks(cases)
@@ -201,14 +206,22 @@ class Ratio(Bar):
     assert (self.at_most is None) != (self.at_least is None), self.name
     self.lower_is_better = self.at_least is None
 
+  def applies(self, case: dict) -> bool:
+    return (
+      _tier_ok(case, self.tiers)
+      and not (self.unique_only and not case.get("unique", True))
+      and any(fnmatch.fnmatch(case["name"], p) for p in self.cases)
+    )
+
+  def tie_variants(self, case):
+    if self.at_most != 1.0 or not self.applies(case):
+      return frozenset()
+    return frozenset(name for pair in self.pairs for name in pair)
+
   def checks(self, cases):
     out = []
     for case in cases:
-      if (
-        not _tier_ok(case, self.tiers)
-        or (self.unique_only and not case.get("unique", True))
-        or not any(fnmatch.fnmatch(case["name"], p) for p in self.cases)
-      ):
+      if not self.applies(case):
         continue
       for variant, reference in self.pairs:
         t, ref = iqm(case, variant), iqm(case, reference)

@@ -41,6 +41,10 @@ _THREAD_VARS = (
 )
 _TIERS = ("ir", "large", "sweep", "vmap")
 _REFERENCE_MIN_REPS = 30
+# Rounds of the variants an "at or ahead" bar may call a tie: on the
+# 10-40 ms fwd+bwd calls 30 rounds bound the paired median within 5-15%,
+# too wide to tell a tie from a 5% loss (bench.bars.tie).
+_REFERENCE_TIE_REPS = 150
 _REFERENCE_DIR = "bench"
 
 
@@ -85,6 +89,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     default=None,
     help="at least this many timed calls per variant (default 10; "
     f"{_REFERENCE_MIN_REPS} with --reference)",
+  )
+  parser.add_argument(
+    "--tie-reps",
+    type=int,
+    default=None,
+    help="at least this many timed calls of the variants an 'at or ahead' "
+    "bar compares (default: --min-reps; "
+    f"{_REFERENCE_TIE_REPS} with --reference)",
   )
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument(
@@ -141,8 +153,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # Enough rounds for a paired ratio to resolve a tie (bench.bars.tie)
     # on the slowest calls too.
     args.min_reps = _REFERENCE_MIN_REPS if args.reference else 10
+  if args.tie_reps is None:
+    args.tie_reps = _REFERENCE_TIE_REPS if args.reference else args.min_reps
   if args.smoke:
     args.reps, args.min_reps, args.warmup = min(args.reps, 3), 1, 1
+    args.tie_reps = 1
     args.budget = min(args.budget, 0.05)
   if args.reference:
     args.out, args.no_plots = _REFERENCE_DIR, True
@@ -501,12 +516,20 @@ def run_case(
   del references
   budget = args.budget / 2 if case.tier == "sweep" else args.budget
   progress.set_postfix_str(f"{case.key}: timing {len(runners)} variants")
+  tie_variants = frozenset().union(
+    *(bar.tie_variants(record) for bar in ops.load(case.op).BARS)
+  )
   timings = harness.measure(
     {name: r for name, (_, r) in runners.items()},
     args.warmup,
     args.reps,
     budget,
-    args.min_reps,
+    {
+      name: max(args.min_reps, args.tie_reps)
+      if name in tie_variants
+      else args.min_reps
+      for name in runners
+    },
   )
   record["paired"] = _paired(runners, timings)
   for name, (variant, runner) in runners.items():

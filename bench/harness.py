@@ -17,7 +17,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -621,9 +621,10 @@ def measure(
   warmup: int,
   reps: int,
   budget_s: float,
-  min_reps: int = 5,
+  min_reps: int | Mapping[str, int] = 5,
 ) -> dict[str, Timing]:
-  """The IQM of up to `reps` timed calls per runner (at least `min_reps`).
+  """The IQM of up to `reps` timed calls per runner (at least `min_reps`,
+  one count for all or one per runner name).
 
   The interquartile mean, not the median: the times of a sub-0.1 ms call on
   XLA:CPU often fall in two modes (15 and 43 us for every JAX variant of a
@@ -649,10 +650,16 @@ def measure(
   spent = dict.fromkeys(runners, 0.0)
   wall = dict.fromkeys(runners, 0.0)  # with setup, e.g. copies for donation
 
+  least = (
+    dict.fromkeys(runners, min_reps)
+    if isinstance(min_reps, int)
+    else {name: min_reps[name] for name in runners}
+  )
+
   def running(name):
     n = len(times[name])
     return n < reps and (
-      n < min_reps or (spent[name] < budget_s and wall[name] < 3 * budget_s)
+      n < least[name] or (spent[name] < budget_s and wall[name] < 3 * budget_s)
     )
 
   # A fixed-seed shuffle of each round, so no variant always runs right

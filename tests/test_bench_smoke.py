@@ -342,6 +342,38 @@ def test_order_probe_catches_a_sum_in_another_order():
   ), difference
 
 
+def test_tie_variants_get_their_own_minimum_of_rounds():
+  """The variants an "at or ahead" ratio bar compares, on the cases it
+  applies to, are the ones `--tie-reps` gives more rounds; `measure` holds
+  each runner to its own minimum, past the budget."""
+  from bench import bars, harness
+  from bench.ops import gather, scatter_nd_update
+
+  large = {"name": "batch_dims_1", "tier": "large", "unique": True}
+  tied = frozenset().union(*(b.tie_variants(large) for b in gather.BARS))
+  assert tied == {"jaxops.grad", "plain.grad"}
+  # A bar with room takes no ties; a reduction bar skips other cases.
+  assert not bars.FILL_VS_CLIP.tie_variants(large)
+  other = {"name": "large", "tier": "large", "unique": True}
+  assert "plain_reduce.grad" not in frozenset().union(
+    *(b.tie_variants(other) for b in scatter_nd_update.BARS)
+  )
+  ir_sum = {"name": "ir_sum", "tier": "ir", "unique": False}
+  assert {"jaxops.grad", "plain_reduce.grad"} <= frozenset().union(
+    *(b.tie_variants(ir_sum) for b in scatter_nd_update.BARS)
+  )
+
+  runner = lambda: harness.Runner(None, lambda _: np.zeros(()), list)
+  timings = harness.measure(
+    {"tied": runner(), "other": runner()},
+    warmup=0,
+    reps=300,
+    budget_s=0.0,
+    min_reps={"tied": 40, "other": 3},
+  )
+  assert (timings["tied"].reps, timings["other"].reps) == (40, 3)
+
+
 def test_paired_ratio_bounds_the_median_by_order_statistics():
   """Round-by-round ratios; the 95% interval of their median from order
   statistics: the extremes at 6 rounds, the 2nd from each end at 10."""
