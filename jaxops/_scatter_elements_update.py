@@ -264,26 +264,27 @@ def scatter_elements_update(
     unique_indices=bool(unique_indices),
   )
   folds = _reduce.folds(data.dtype, reduction) and not unique_indices
-  by: Callable[..., jax.Array] = functools.partial(
-    _by_elements
-    if (
-      not folds
-      or not _rows_span_data(data.shape, indices.shape, axis)
-      # A symbolic count may reach it: the row test, right for every size.
-      or _common.provable(operator.lt, n, ROWS_MIN_ELEMENTS)
-    )
-    else _by_rows_if_shared,
-    axis=axis,
-    mode=scatter_mode,
-    reduce=reduce,
-  )
-  if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
-    # XLA:CPU's serial scatter, or the sorted fold and the integer key.
-    serial = functools.partial(
-      _by_elements,
+  # A symbolic count may reach ROWS_MIN_ELEMENTS: the row test, right for
+  # every size.
+  by_rows_if_shared = _rows_span_data(
+    data.shape, indices.shape, axis
+  ) and not _common.provable(operator.lt, n, ROWS_MIN_ELEMENTS)
+
+  def by_layout(reduce: Callable[..., jax.Array], rows: bool):
+    return functools.partial(
+      _by_rows_if_shared if rows else _by_elements,
       axis=axis,
       mode=scatter_mode,
-      reduce=functools.partial(reduce, serial=True),
+      reduce=reduce,
+    )
+
+  by = by_layout(reduce, folds and by_rows_if_shared)
+  if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
+    # XLA:CPU's serial scatter, or the sorted fold and the integer key. The
+    # serial scatter takes shared indices by rows too: m row updates
+    # instead of m * R element updates, each slot's sequence the same.
+    serial = by_layout(
+      functools.partial(reduce, serial=True), by_rows_if_shared
     )
     by = _order.ordered(serial, by)
   if _reduce.transposes_by_gather(data.dtype, reduction):

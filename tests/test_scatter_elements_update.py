@@ -735,9 +735,12 @@ def test_zero_size_inputs():
 
 # (data shape, axis, reduction, use_init_val, mode, dtype): one index per
 # position along axis, broadcast over the other dims (a graph layer's
-# destination node over the features), so the fold runs by rows.
+# destination node over the features), so the fold runs by rows (and, on
+# CPU's serial path, the scatter: float min and max too).
 SHARED = (
   ((6, 5), 0, "sum", True, "drop", F32),
+  ((5, 4), 0, "max", True, "drop", F32),
+  ((4, 6), 1, "min", False, "clip", jnp.bfloat16),
   ((4, 7), 1, "prod", False, "drop", F32),
   ((3, 4, 5), -1, "mean", True, "clip", np.float16),
   ((5, 3, 2), 1, "sum", False, "clip", np.complex64),
@@ -760,9 +763,9 @@ def _shared_case(rng, data_shape, axis, dtype, mode, m=13):
 
 
 @pytest.fixture
-def rows_at_any_size(monkeypatch, constructed):
-  """The row fold's branch (of the constructed path) for the small shapes
-  of these tests."""
+def rows_at_any_size(monkeypatch, scatter_order):
+  """The row branch (the fold's on the constructed path, the scatter's on
+  the serial one) for the small shapes of these tests."""
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
 
 
@@ -774,8 +777,9 @@ def rows_at_any_size(monkeypatch, constructed):
 )
 @pytest.mark.usefixtures("rows_at_any_size")
 @pytest.mark.covering_modes
+@pytest.mark.scatter_orders
 def test_shared_indices_fold_by_rows_with_the_serial_bits(
-  data_shape, axis, reduction, init, mode, dtype
+  data_shape, axis, reduction, init, mode, dtype, scatter_order
 ):
   rng = np.random.default_rng(5)
   data, indices, updates = _shared_case(rng, data_shape, axis, dtype, mode)
@@ -805,6 +809,7 @@ def test_shared_indices_fold_by_rows_with_the_serial_bits(
       reduction=reduction,
       use_init_val=init,
       unique_indices=False,
+      serial=scatter_order == "serial",
     ),
   )
   assert_same(by_rows, expected, "rows branch")
@@ -816,7 +821,7 @@ def test_shared_indices_fold_by_rows_with_the_serial_bits(
   assert_same(fn(data, indices, updates), expected, "one index differs")
 
 
-@pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("rows_at_any_size", "constructed")
 def test_shared_indices_long_runs_chunk_as_elements(monkeypatch):
   # The chunked order beyond CHUNK (docs/semantics.md#reduction-order) is
   # per slot, so rows and elements chunk alike. Shapes of their own: the
@@ -968,6 +973,7 @@ def test_the_fold_sorts_stably_when_no_packed_key_fits():
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
 @pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.scatter_orders
 def test_shared_indices_under_vmap(varies):
   # The branch is chosen once for the batch: by rows only when every
   # member's indices are shared.
@@ -984,6 +990,7 @@ def test_shared_indices_under_vmap(varies):
 
 
 @pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.scatter_orders
 def test_shared_indices_checkify_names_the_axis():
   data = np.zeros((2, 3), F32)
   indices = np.array([[0, 0], [5, 5], [1, 1]])
@@ -1080,6 +1087,7 @@ def test_check_grads(reduction, init):
 )
 @pytest.mark.exhaustive
 @pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.scatter_orders(one=True)
 def test_check_grads_shared_indices(reduction):
   # The fold by rows (indices shared along the other dims).
   rng = np.random.default_rng(8)
