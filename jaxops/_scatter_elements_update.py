@@ -305,7 +305,8 @@ def scatter_elements_update(
 def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
   """`_by_rows` when every index is shared along the dims other than axis
   (a graph layer's destination node broadcast over the features), else
-  `_by_elements`: m rows sort instead of m * R elements, with the same bits
+  `_by_elements`: m rows sort (or, on CPU's serial path, scatter) instead of
+  m * R elements, with the same bits
   (slot (t, c) takes the updates (p, c) with indices[p, c] = t in
   increasing p; docs/design.md#shared-indices). Only the row branch tests
   for ascending targets: element targets ascend only where none repeats
