@@ -8,6 +8,7 @@ of tests/support/reductions.py; derivatives with `check_grads` on float64.
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -763,7 +764,7 @@ def _shared_case(rng, data_shape, axis, dtype, mode, m=13):
 
 
 @pytest.fixture
-def rows_at_any_size(monkeypatch, scatter_order):
+def rows_at_any_size(monkeypatch):
   """The row branch (the fold's on the constructed path, the scatter's on
   the serial one) for the small shapes of these tests."""
   monkeypatch.setattr(_seu, "ROWS_MIN_ELEMENTS", 0)
@@ -953,6 +954,28 @@ def test_the_graph_layer_compiles_one_loop_per_test(monkeypatch):
   assert_same(layer(*args), np_scatter_elements(*args, 0, "sum"))
 
 
+@pytest.mark.parametrize("reduction", ("sum", "max"))
+@pytest.mark.usefixtures("rows_at_any_size")
+def test_the_serial_path_scatters_shared_indices_by_rows(reduction):
+  # On CPU (XLA's serial scatter) the row test picks one scatter of the m
+  # rows, beside the elements' scatter of its other branch.
+  rng = np.random.default_rng(15)
+  row = rng.integers(0, 50, 200).astype(I32)
+  indices = np.broadcast_to(row[:, None], (200, 8))
+  data = np.zeros((50, 8), F32)
+  updates = rng.standard_normal((200, 8)).astype(F32)
+  layer = jax.jit(
+    functools.partial(jaxops.scatter_elements_update, reduction=reduction)
+  )
+  hlo = layer.lower(data, indices, updates).compile().as_text()
+  scattered = re.findall(r"= (\S+) scatter\(", hlo)
+  assert sorted(scattered) == ["f32[400,1]{1,0}", "f32[50,8]{1,0}"], hlo
+  assert_same(
+    layer(data, indices, updates),
+    np_scatter_elements(data, indices, updates, 0, reduction),
+  )
+
+
 def test_the_fold_sorts_stably_when_no_packed_key_fits():
   # A slot count past 2**62 leaves no room for the position bits in 63:
   # the stable two-operand sort instead.
@@ -972,7 +995,7 @@ def test_the_fold_sorts_stably_when_no_packed_key_fits():
 @pytest.mark.parametrize(
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
-@pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 @pytest.mark.scatter_orders
 def test_shared_indices_under_vmap(varies):
   # The branch is chosen once for the batch: by rows only when every
@@ -989,7 +1012,7 @@ def test_shared_indices_under_vmap(varies):
     assert_same(out[j], expected, str(j))
 
 
-@pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 @pytest.mark.scatter_orders
 def test_shared_indices_checkify_names_the_axis():
   data = np.zeros((2, 3), F32)
@@ -1086,7 +1109,7 @@ def test_check_grads(reduction, init):
   ("sum", "prod", "mean"),
 )
 @pytest.mark.exhaustive
-@pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 @pytest.mark.scatter_orders(one=True)
 def test_check_grads_shared_indices(reduction):
   # The fold by rows (indices shared along the other dims).
