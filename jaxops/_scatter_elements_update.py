@@ -266,7 +266,7 @@ def scatter_elements_update(
   folds = _reduce.folds(data.dtype, reduction) and not unique_indices
   # A symbolic count may reach ROWS_MIN_ELEMENTS: the row test, right for
   # every size.
-  by_rows_if_shared = _rows_span_data(
+  rows_may_share = _rows_span_data(
     data.shape, indices.shape, axis
   ) and not _common.provable(operator.lt, n, ROWS_MIN_ELEMENTS)
 
@@ -278,14 +278,12 @@ def scatter_elements_update(
       reduce=reduce,
     )
 
-  by = by_layout(reduce, folds and by_rows_if_shared)
+  by = by_layout(reduce, folds and rows_may_share)
   if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
     # XLA:CPU's serial scatter, or the sorted fold and the integer key. The
     # serial scatter takes shared indices by rows too: m row updates
     # instead of m * R element updates, each slot's sequence the same.
-    serial = by_layout(
-      functools.partial(reduce, serial=True), by_rows_if_shared
-    )
+    serial = by_layout(functools.partial(reduce, serial=True), rows_may_share)
     by = _order.ordered(serial, by)
   if _reduce.transposes_by_gather(data.dtype, reduction):
     # A gather for its transpose instead of the fold's transpose through

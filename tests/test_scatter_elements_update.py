@@ -955,7 +955,7 @@ def test_the_graph_layer_compiles_one_loop_per_test(monkeypatch):
 
 
 @pytest.mark.parametrize("reduction", ("sum", "max"))
-@pytest.mark.usefixtures("rows_at_any_size")
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 def test_the_serial_path_scatters_shared_indices_by_rows(reduction):
   # On CPU (XLA's serial scatter) the row test picks one scatter of the m
   # rows, beside the elements' scatter of its other branch.
