@@ -157,7 +157,10 @@ def _write_transpose(ct, data, rows, updates, *, serial):
   ct = jnp.asarray(ct)
   cleared = ct
   if serial:
-    rows, cleared = _serial_winners(ct, rows)
+    # The rows into a buffer of their own: XLA copies their wrap and
+    # linearization into each gather below, which then ran 2.7x as long
+    # (docs/design.md#serial-transpose).
+    rows, cleared = _serial_winners(ct, _computed_once(rows))
   ct_data = ct_updates = None
   if ad.is_undefined_primal(data):
     zeros = jnp.zeros(updates.aval.shape, ct.dtype)
