@@ -1122,6 +1122,28 @@ def test_serial_transpose_builds_no_table(dtype):
   assert not re.search(r"[su](32|64)\[2000\]", text), text
 
 
+@pytest.mark.usefixtures("scatter_order")
+def test_serial_transpose_gathers_from_the_rows_buffer():
+  """The serial write's transpose reads its rows from a buffer of their own:
+  one fusion computes their unsigned wrap and linearization (`minimum` on
+  u32), where XLA copied that chain into each gather of the backward pass,
+  each then 2.7x as slow (docs/design.md#serial-transpose)."""
+  grad = jax.grad(
+    lambda d, i, u, w: jnp.sum(jaxops.scatter_nd_update(d, i, u) * w),
+    argnums=(0, 2),
+  )
+  data = np.zeros((50, 40), F32)
+  indices = np.array([[1, 2], [1, 2], [3, 0], [-1, 5]], np.int32)
+  args = (data, indices, np.ones(4, F32), data)
+  text = jax.jit(grad).lower(*args).compile().as_text()
+  computations = text.split("\n\n")
+  gathers = [c for c in computations if " gather(" in c]
+  chained = [c for c in gathers if re.search(r"u32\[\d+\]\{0\} minimum", c)]
+  # The gather that computes the rows' buffer; the winners' search and the
+  # cotangents' gathers read it.
+  assert len(gathers) >= 3 and len(chained) == 1, text
+
+
 @pytest.mark.parametrize(
   "strategy", ["table", "rank_table_bitmap", "packed_sort_sorted"]
 )
