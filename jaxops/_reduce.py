@@ -550,11 +550,16 @@ def _sum_and_count(data, target, updates):
 
 @_sum_and_count.defjvp
 def _sum_and_count_jvp(primals, tangents):
-  # The sums' tangent scatters alone, so that its transpose gathers the
-  # sums' cotangent only; the counts are constant.
+  # Differentiated, the counts scatter apart, as ints: the backward needs
+  # only them, and XLA:CPU runs the gather of the cotangents beside the
+  # sums' scatter (docs/design.md#one-scatter-mean). The sums' tangent
+  # scatters alone, so that its transpose gathers the sums' cotangent only;
+  # the counts are constant.
   data, target, updates = primals
   data_dot, _, updates_dot = tangents
-  total, count = _sum_and_count(data, target, updates)
+  total = at_rows(data, target, updates, "add")
+  ints = _duplicates.int_dtype_for(target.shape[0])
+  count = _counts(target, data.shape[0], ints)[:, None].astype(data.dtype)
   total_dot = at_rows(data_dot, target, updates_dot, "add")
   return (total, count), (total_dot, jnp.zeros_like(count))
 
