@@ -130,14 +130,59 @@ def _targets(
   return jnp.where(in_bounds, target, dropped).reshape(-1)
 
 
-def _none(data, target, updates, strategy):
+def _none(data, target, updates, strategy, serial=None):
   """Last update of each slot wins: losers redirected out of range, or,
-  on CPU, XLA's serial write (`jaxops._order`)."""
+  on CPU, XLA's serial write (`jaxops._order`); `serial` True or False
+  takes that path on every platform."""
   if strategy is None:
     return write_rows(data, target, updates)
-  serial = functools.partial(write_rows, serial=True)
+  in_order = functools.partial(write_rows, serial=True)
   constructed = functools.partial(_write_last, strategy=strategy)
-  return _order.by_platform(serial, constructed, data, target, updates)
+  if serial is not None:
+    return (in_order if serial else constructed)(data, target, updates)
+  return _order.by_platform(in_order, constructed, data, target, updates)
+
+
+def _write_none(
+  data, target, updates, *, unique_indices, serial=None, test_ascending=True
+):
+  """`_none` of `updates` (n rows, any shape of n * R elements) into the
+  rows of `data` (S, R), with the winner search chosen for n rows: the
+  `reduce` of `_by_elements` and `_by_rows` for `none` (`test_ascending` is
+  the fold's)."""
+  del test_ascending
+  n = target.shape[0]
+  strategy = None
+  # A symbolic n may be 1: the winner search is right for one update too.
+  if not unique_indices and _common.provable(operator.gt, n, 1) is not False:
+    strategy = _duplicates.choose_strategy(n, (data.shape[0],))
+  updates = updates.reshape((n,) + data.shape[1:])
+  return _none(data, target, updates, strategy, serial)
+
+
+def _none_transpose(indices, ct, *, axis, mode, write):
+  """(ct_data, ct_updates) of `_by_rows_if_shared` for `none` at `ct`: the
+  row test again, each branch the transpose of its own write (so that no
+  branch's targets cross into the other's)."""
+
+  def transposed(layout):
+    def transpose(indices, ct):
+      write_t = jax.linear_transpose(
+        lambda d, u: layout(d, indices, u, axis, mode, write),
+        jax.ShapeDtypeStruct(ct.shape, ct.dtype),
+        jax.ShapeDtypeStruct(indices.shape, ct.dtype),
+      )
+      return write_t(ct)
+
+    return transpose
+
+  return lax.cond(
+    _varies(indices, axis),
+    transposed(_by_elements),
+    transposed(_by_rows),
+    indices,
+    ct,
+  )
 
 
 def _write_last(data, target, updates, strategy):
@@ -249,21 +294,6 @@ def scatter_elements_update(
   # at compile time, slowly (docs/design.md#constant-indices).
   indices = _values.index_array(indices)
   indices = cast(jax.Array, lax.optimization_barrier(indices))
-  if reduction == "none":
-    strategy = None
-    # A symbolic n may be 1: the winner search is right for one update too.
-    if not unique_indices and _common.provable(operator.gt, n, 1) is not False:
-      strategy = _duplicates.choose_strategy(n, (data.size,))
-    target = _targets(indices, data.shape, axis, scatter_mode)
-    out = _none(data.reshape(-1, 1), target, updates.reshape(-1, 1), strategy)
-    return out.reshape(data.shape)
-  reduce = functools.partial(
-    _reduce.reduce_rows,
-    reduction=reduction,
-    use_init_val=bool(use_init_val),
-    unique_indices=bool(unique_indices),
-  )
-  folds = _reduce.folds(data.dtype, reduction) and not unique_indices
   # A symbolic count may reach ROWS_MIN_ELEMENTS: the row test, right for
   # every size.
   rows_may_share = _rows_span_data(
@@ -277,6 +307,35 @@ def scatter_elements_update(
       mode=scatter_mode,
       reduce=reduce,
     )
+
+  if reduction == "none":
+    # Shared indices write by rows too: the last update of a row is the
+    # last of each of its elements (docs/design.md#shared-indices).
+    write = functools.partial(_write_none, unique_indices=bool(unique_indices))
+    if not (rows_may_share and jnp.issubdtype(data.dtype, jnp.inexact)):
+      return by_layout(write, rows_may_share)(data, indices, updates)
+    # Differentiated, the row test's `lax.cond` carries each branch's
+    # residuals out of the forward (the elements' targets, 4 bytes per
+    # element, written as zeros by the rows' branch). On CPU the transpose
+    # runs the test again on the indices instead; the constructed path keeps
+    # them, or its transpose would search the winners again.
+    in_order = functools.partial(write, serial=True)
+    serial = functools.partial(
+      _linear.linear_with_transpose,
+      by_layout(in_order, True),
+      functools.partial(
+        _none_transpose, axis=axis, mode=scatter_mode, write=in_order
+      ),
+    )
+    constructed = by_layout(functools.partial(write, serial=False), True)
+    return _order.by_platform(serial, constructed, data, indices, updates)
+  reduce = functools.partial(
+    _reduce.reduce_rows,
+    reduction=reduction,
+    use_init_val=bool(use_init_val),
+    unique_indices=bool(unique_indices),
+  )
+  folds = _reduce.folds(data.dtype, reduction) and not unique_indices
 
   by = by_layout(reduce, folds and rows_may_share)
   if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
@@ -303,19 +362,15 @@ def scatter_elements_update(
 def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
   """`_by_rows` when every index is shared along the dims other than axis
   (a graph layer's destination node broadcast over the features), else
-  `_by_elements`: m rows sort (or, on CPU's serial path, scatter) instead of
-  m * R elements, with the same bits
+  `_by_elements`: m rows sort (or, on CPU's serial path, scatter; for
+  `none`, write) instead of m * R elements, with the same bits
   (slot (t, c) takes the updates (p, c) with indices[p, c] = t in
   increasing p; docs/design.md#shared-indices). Only the row branch tests
   for ascending targets: element targets ascend only where none repeats
   (docs/design.md#presorted)."""
-  rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
-  varies = _duplicates.any_in_batch(
-    _duplicates.reduce_whole(rows != rows[:, :1], "any")
-  )
   kwargs = dict(axis=axis, mode=mode)
   return lax.cond(
-    varies,
+    _varies(indices, axis),
     functools.partial(
       _by_elements,
       reduce=functools.partial(reduce, test_ascending=False),
@@ -325,6 +380,15 @@ def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
     data,
     indices,
     updates,
+  )
+
+
+def _varies(indices, axis):
+  """Whether some index differs from the one at position 0 of the dims
+  other than `axis` (in some member of a `vmap` batch)."""
+  rows = jnp.moveaxis(indices, axis, 0).reshape(indices.shape[axis], -1)
+  return _duplicates.any_in_batch(
+    _duplicates.reduce_whole(rows != rows[:, :1], "any")
   )
 
 

@@ -739,6 +739,8 @@ def test_zero_size_inputs():
 # destination node over the features), so the fold runs by rows (and, on
 # CPU's serial path, the scatter: float min and max too).
 SHARED = (
+  ((6, 5), 0, "none", True, "drop", F32),
+  ((4, 6), 1, "none", True, "clip", jnp.bfloat16),
   ((6, 5), 0, "sum", True, "drop", F32),
   ((5, 4), 0, "max", True, "drop", F32),
   ((4, 6), 1, "min", False, "clip", jnp.bfloat16),
@@ -799,19 +801,23 @@ def test_shared_indices_fold_by_rows_with_the_serial_bits(
   assert_same(fn(data, indices, updates), expected, "shared")
   # The rows branch alone: lax.cond traces both, so only a direct call shows
   # that the branch taken for shared indices is right on its own.
+  if reduction == "none":  # The switch picks the path, as for the call.
+    reduce = functools.partial(_seu._write_none, unique_indices=False)
+  else:
+    reduce = functools.partial(
+      _reduce.reduce_rows,
+      reduction=reduction,
+      use_init_val=init,
+      unique_indices=False,
+      serial=scatter_order == "serial",
+    )
   by_rows = _seu._by_rows(
     jnp.asarray(data),
     jnp.asarray(indices),
     jnp.asarray(updates),
     axis % data.ndim,
     _common.canonicalize_mode(mode, OP, ("drop", "clip")),
-    functools.partial(
-      _reduce.reduce_rows,
-      reduction=reduction,
-      use_init_val=init,
-      unique_indices=False,
-      serial=scatter_order == "serial",
-    ),
+    reduce,
   )
   assert_same(by_rows, expected, "rows branch")
   # One element off the shared index: the elements branch, same rule.
@@ -954,11 +960,12 @@ def test_the_graph_layer_compiles_one_loop_per_test(monkeypatch):
   assert_same(layer(*args), np_scatter_elements(*args, 0, "sum"))
 
 
-@pytest.mark.parametrize("reduction", ("sum", "max"))
+@pytest.mark.parametrize("reduction", ("none", "sum", "max"))
 @pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 def test_the_serial_path_scatters_shared_indices_by_rows(reduction):
   # On CPU (XLA's serial scatter) the row test picks one scatter of the m
-  # rows, beside the elements' scatter of its other branch.
+  # rows, beside the elements' scatter of its other branch (for `none`, the
+  # last update of a row wins in each of its elements).
   rng = np.random.default_rng(15)
   row = rng.integers(0, 50, 200).astype(I32)
   indices = np.broadcast_to(row[:, None], (200, 8))
@@ -974,6 +981,43 @@ def test_the_serial_path_scatters_shared_indices_by_rows(reduction):
     layer(data, indices, updates),
     np_scatter_elements(data, indices, updates, 0, reduction),
   )
+
+
+@pytest.mark.jax_modes("x32")  # One mode, both paths.
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
+@pytest.mark.scatter_orders
+def test_differentiated_none_by_rows_keeps_the_targets_where_they_are_cheap(
+  scatter_order,
+):
+  # Differentiated, the row test's cond carries each branch's residuals out
+  # of the forward: 4 bytes per element for the elements' targets. On CPU
+  # the transpose tests the indices again instead (no conditional carries
+  # an int per element); the constructed path keeps the residuals, whose
+  # transpose would search the winners again.
+  rng = np.random.default_rng(16)
+  row = rng.integers(0, 50, 200).astype(I32)
+  indices = np.broadcast_to(row[:, None], (200, 8)).copy()
+  data = rng.standard_normal((50, 8)).astype(F32)
+  updates = rng.standard_normal((200, 8)).astype(F32)
+  weights = rng.standard_normal((50, 8)).astype(F32)
+
+  def loss(d, i, u):
+    return jnp.sum(jaxops.scatter_elements_update(d, i, u) * weights)
+
+  grad = jax.jit(jax.grad(loss, (0, 2)))
+  hlo = grad.lower(data, indices, updates).compile().as_text()
+  carried = re.findall(r"= \(([^)]*)\) conditional\(", hlo)
+  assert carried, hlo
+  per_element = any(
+    re.search(r"[su]\d+\[1600\]", outputs) for outputs in carried
+  )
+  assert per_element == (scatter_order == "constructed"), carried
+  grads = grad(data, indices, updates)
+  last = {t: p for p, t in enumerate(row)}
+  won = np.array([last[t] == p for p, t in enumerate(row)])
+  assert_same(grads[1], np.where(won[:, None], weights[row], 0).astype(F32))
+  untouched = ~np.isin(np.arange(50), row)[:, None]
+  assert_same(grads[0], np.where(untouched, weights, 0).astype(F32))
 
 
 def test_the_fold_sorts_stably_when_no_packed_key_fits():
@@ -995,9 +1039,10 @@ def test_the_fold_sorts_stably_when_no_packed_key_fits():
 @pytest.mark.parametrize(
   "varies", (False, True), ids=("all-shared", "one-varies")
 )
+@pytest.mark.parametrize("reduction", ("none", "mean"))
 @pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
 @pytest.mark.scatter_orders
-def test_shared_indices_under_vmap(varies):
+def test_shared_indices_under_vmap(varies, reduction):
   # The branch is chosen once for the batch: by rows only when every
   # member's indices are shared.
   rng = np.random.default_rng(7)
@@ -1005,10 +1050,12 @@ def test_shared_indices_under_vmap(varies):
   data, indices, updates = (np.stack(x) for x in zip(*members))
   if varies:
     indices[1, 0, 2] = (indices[1, 0, 2] + 1) % 5
-  fn = functools.partial(jaxops.scatter_elements_update, reduction="mean")
+  fn = functools.partial(jaxops.scatter_elements_update, reduction=reduction)
   out = jax.vmap(fn)(data, indices, updates)
   for j in range(3):
-    expected = np_scatter_elements(data[j], indices[j], updates[j], 0, "mean")
+    expected = np_scatter_elements(
+      data[j], indices[j], updates[j], 0, reduction
+    )
     assert_same(out[j], expected, str(j))
 
 
@@ -1106,7 +1153,7 @@ def test_check_grads(reduction, init):
   "reduction",
   # Slow to compile (10 s for sum); their rules are checked by
   # test_check_grads, their shared-index fold by the value tests.
-  ("sum", "prod", "mean"),
+  ("none", "sum", "prod", "mean"),
 )
 @pytest.mark.exhaustive
 @pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
