@@ -282,6 +282,22 @@ def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
   data, indices, updates = primals
   data_dot, _, updates_dot = tangents
   out = fn(data, indices, updates)
+  return out, tangent_with_transpose(
+    fn, transpose, data_dot, indices, updates_dot, out
+  )
+
+
+def tangent_with_transpose(
+  fn: Callable[..., jax.Array],
+  transpose: Callable[..., tuple[jax.Array, jax.Array]],
+  data_dot: jax.Array,
+  indices: jax.Array,
+  updates_dot: jax.Array,
+  out: jax.Array,
+) -> jax.Array:
+  """`fn(data_dot, indices, updates_dot)`, the tangent of
+  `linear_with_transpose` at the primal output `out`, for a custom JVP
+  rule to build on: transposed by `transpose`, not by JAX."""
   (tangent,) = transposable(
     functools.partial(_as_tuple, fn),
     transpose,
@@ -291,7 +307,7 @@ def _linear_with_transpose_jvp(fn, transpose, primals, tangents):
     # shard_map (the custom jvp checks that the tangent's matches).
     [jax.typeof(out)],
   )
-  return out, tangent
+  return tangent
 
 
 def _as_tuple(fn, indices, data, updates):

@@ -618,20 +618,15 @@ def transposes_by_gather(dtype: Any, reduction: str) -> bool:
 
 
 def sum_transpose(
-  ct: jax.Array, target: jax.Array, reduction: str, use_init_val: bool = True
+  ct: jax.Array, target: jax.Array, reduction: str
 ) -> tuple[jax.Array, jax.Array]:
   """The cotangents (data (slots, R), updates (n, R)) of `reduce_rows` sum
-  or sub given the output's `ct` (slots, R) and its `target` (n,): an
-  update's is its target's row (0 where dropped), negated for sub; data's
-  is `ct`, 0 at targeted slots when use_init_val is False."""
+  or sub given the output's `ct` (slots, R) and its `target` (n,): data's
+  is `ct`; an update's is its target's row (0 where dropped), negated for
+  sub."""
   target = narrowed(target, ct.shape[0])
   picked = ct.at[target].get(mode="fill", fill_value=0)
-  ct_data = ct
-  if not use_init_val:
-    ct_data = jnp.where(
-      targeted(target, ct.shape[0])[:, None], np.zeros((), ct.dtype), ct
-    )
-  return ct_data, -picked if reduction == "sub" else picked
+  return ct, -picked if reduction == "sub" else picked
 
 
 def check_reduction(op: str, reduction: Any, allowed, dtype) -> str:

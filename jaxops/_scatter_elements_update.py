@@ -10,6 +10,10 @@ Every update element gets the linear slot of the data element it addresses
 row-width-1 case of the reduction engine `jaxops._reduce` that ScatterNDUpdate
 uses too: `none` resolves duplicates last-wins with `jaxops._duplicates` and
 writes once with unique indices; the reductions are `_reduce.reduce_rows`.
+A float sum's transpose is a gather (`_linear.linear_with_transpose`), by
+rows where the indices are shared; without the initial value, the forward's
+mask of the targeted slots zeroes data's cotangent there
+(docs/design.md#sum-without-init).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.interpreters import ad
 
 from jaxops import (
   _checks,
@@ -329,34 +334,93 @@ def scatter_elements_update(
     )
     constructed = by_layout(functools.partial(write, serial=False), True)
     return _order.by_platform(serial, constructed, data, indices, updates)
-  reduce = functools.partial(
-    _reduce.reduce_rows,
-    reduction=reduction,
-    use_init_val=bool(use_init_val),
-    unique_indices=bool(unique_indices),
-  )
   folds = _reduce.folds(data.dtype, reduction) and not unique_indices
 
-  by = by_layout(reduce, folds and rows_may_share)
-  if _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
+  def reducer(use_init_val: bool) -> Callable[..., jax.Array]:
+    reduce = functools.partial(
+      _reduce.reduce_rows,
+      reduction=reduction,
+      use_init_val=use_init_val,
+      unique_indices=bool(unique_indices),
+    )
+    by = by_layout(reduce, folds and rows_may_share)
+    if not _reduce.has_serial(data.dtype, reduction, bool(unique_indices)):
+      return by
     # XLA:CPU's serial scatter, or the sorted fold and the integer key. The
     # serial scatter takes shared indices by rows too: m row updates
     # instead of m * R element updates, each slot's sequence the same.
     serial = by_layout(functools.partial(reduce, serial=True), rows_may_share)
-    by = _order.ordered(serial, by)
-  if _reduce.transposes_by_gather(data.dtype, reduction):
-    # A gather for its transpose instead of the fold's transpose through
-    # both branches of the row test (docs/design.md#fold-cost).
-    transpose = functools.partial(
-      _sum_transpose,
-      shape=data.shape,
-      axis=axis,
-      mode=scatter_mode,
-      reduction=reduction,
-      use_init_val=bool(use_init_val),
-    )
+    return _order.ordered(serial, by)
+
+  by = reducer(bool(use_init_val))
+  if not _reduce.transposes_by_gather(data.dtype, reduction):
+    return by(data, indices, updates)
+  # A gather for its transpose instead of the fold's transpose through
+  # both branches of the row test (docs/design.md#fold-cost).
+  transpose = functools.partial(
+    _sum_transpose,
+    shape=data.shape,
+    axis=axis,
+    mode=scatter_mode,
+    reduction=reduction,
+    rows=rows_may_share,
+  )
+  if use_init_val:
     return _linear.linear_with_transpose(by, transpose, data, indices, updates)
-  return by(data, indices, updates)
+  hit = functools.partial(
+    _hit, shape=data.shape, axis=axis, mode=scatter_mode, rows=rows_may_share
+  )
+  return _without_init(
+    by, reducer(True), transpose, hit, data, indices, updates
+  )
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
+def _without_init(reduce, summed, transpose, hit, data, indices, updates):
+  """`reduce(data, indices, updates)`, a float sum without the initial
+  value, differentiated as `where(hit(indices), summed(0, indices,
+  updates), data)` with `summed` (the sum with it) transposed by
+  `transpose`: the forward's mask of the targeted slots masks the data
+  cotangent, where `reduce`'s transpose would scatter the targets again
+  (docs/design.md#sum-without-init)."""
+  return reduce(data, indices, updates)
+
+
+@_without_init.defjvp
+def _without_init_jvp(reduce, summed, transpose, hit, primals, tangents):
+  # The same bits as `reduce`: each targeted slot's sum starts from 0, the
+  # neutral value, and adds its updates in the same order.
+  del reduce
+  data, indices, updates = primals
+  data_dot, _, updates_dot = tangents
+  touched = hit(indices)
+  zeros = jnp.zeros_like(data)
+  total = summed(zeros, indices, updates)
+  total_dot = _linear.tangent_with_transpose(
+    summed, transpose, zeros, indices, ad.instantiate_zeros(updates_dot), total
+  )
+  out = jnp.where(touched, total, data)
+  return out, jnp.where(touched, total_dot, ad.instantiate_zeros(data_dot))
+
+
+def _hit(indices, *, shape, axis, mode, rows):
+  """Whether some in-range update targets each element of data (a uint8
+  max of ones), by rows along `axis` where the indices may be shared
+  (`rows`) and are."""
+
+  def by_elements(indices):
+    target = _targets(indices, shape, axis, mode)
+    return _reduce.targeted(target, math.prod(shape)).reshape(shape)
+
+  def by_rows(indices):
+    target = _row_targets(indices, shape, axis, mode)
+    return lax.broadcast_in_dim(
+      _reduce.targeted(target, shape[axis]), shape, (axis,)
+    )
+
+  if not rows:
+    return by_elements(indices)
+  return lax.cond(_varies(indices, axis), by_elements, by_rows, indices)
 
 
 def _by_rows_if_shared(data, indices, updates, axis, mode, reduce):
@@ -392,13 +456,35 @@ def _varies(indices, axis):
   )
 
 
-def _sum_transpose(indices, ct, *, shape, axis, mode, reduction, use_init_val):
-  """`_reduce.sum_transpose` on the elements of data."""
+def _sum_transpose(indices, ct, *, shape, axis, mode, reduction, rows):
+  """(ct_data, ct_updates) of the float sum or sub at `ct`: data's is
+  `ct`, an update's its target's (`_reduce.sum_transpose`), read by rows
+  along `axis` where the indices may be shared (`rows`) and are: m row
+  reads instead of m * R element targets (docs/design.md#shared-indices)."""
+  pickers = [
+    functools.partial(
+      picked, shape=shape, axis=axis, mode=mode, reduction=reduction
+    )
+    for picked in (_picked_by_elements, _picked_by_rows)
+  ]
+  if not rows:
+    return ct, pickers[0](indices, ct)
+  return ct, lax.cond(_varies(indices, axis), *pickers, indices, ct)
+
+
+def _picked_by_elements(indices, ct, *, shape, axis, mode, reduction):
   target = _targets(indices, shape, axis, mode)
-  ct_data, ct_updates = _reduce.sum_transpose(
-    ct.reshape(-1, 1), target, reduction, use_init_val
+  _, picked = _reduce.sum_transpose(ct.reshape(-1, 1), target, reduction)
+  return picked.reshape(indices.shape)
+
+
+def _picked_by_rows(indices, ct, *, shape, axis, mode, reduction):
+  size, m = shape[axis], indices.shape[axis]
+  moved = jnp.moveaxis(ct, axis, 0)
+  _, picked = _reduce.sum_transpose(
+    moved.reshape(size, -1), _row_targets(indices, shape, axis, mode), reduction
   )
-  return ct_data.reshape(shape), ct_updates.reshape(indices.shape)
+  return jnp.moveaxis(picked.reshape((m,) + moved.shape[1:]), 0, axis)
 
 
 def _rows_span_data(data_shape: Shape, index_shape: Shape, axis: int) -> bool:
@@ -419,18 +505,25 @@ def _by_elements(data, indices, updates, axis, mode, reduce):
 def _by_rows(data, indices, updates, axis, mode, reduce):
   """`_by_elements` when every index equals the one at position 0 of the
   dims other than `axis`: the rows along `axis` reduce whole."""
-  size, m = data.shape[axis], indices.shape[axis]
-  index = jnp.moveaxis(indices, axis, 0).reshape(m, -1)[:, 0]
-  # One column of data keeps `axis` (and its name in checkify's message).
-  column = tuple(size if k == axis else 1 for k in range(data.ndim))
-  index = index.reshape(tuple(m if k == axis else 1 for k in range(data.ndim)))
+  size = data.shape[axis]
   moved = jnp.moveaxis(data, axis, 0)
   out = reduce(
     moved.reshape(size, -1),
-    _targets(index, column, axis, mode),
+    _row_targets(indices, data.shape, axis, mode),
     jnp.moveaxis(updates, axis, 0),
   )
   return jnp.moveaxis(out.reshape(moved.shape), 0, axis)
+
+
+def _row_targets(indices, shape, axis, mode):
+  """The row along `axis` of each index at position 0 of the other dims
+  (m,): `_targets` of one column of data."""
+  m, ndim = indices.shape[axis], len(shape)
+  index = jnp.moveaxis(indices, axis, 0).reshape(m, -1)[:, 0]
+  # One column of data keeps `axis` (and its name in checkify's message).
+  column = tuple(shape[axis] if k == axis else 1 for k in range(ndim))
+  index = index.reshape(tuple(m if k == axis else 1 for k in range(ndim)))
+  return _targets(index, column, axis, mode)
 
 
 # Export primitive (docs/export.md) -------------------------------------------

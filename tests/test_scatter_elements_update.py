@@ -1020,6 +1020,47 @@ def test_differentiated_none_by_rows_keeps_the_targets_where_they_are_cheap(
   assert_same(grads[0], np.where(untouched, weights, 0).astype(F32))
 
 
+@pytest.mark.jax_modes("x32")  # One mode, both paths.
+@pytest.mark.parametrize("layout", ("elements", "shared rows", "one off"))
+@pytest.mark.usefixtures("rows_at_any_size", "scatter_order")
+@pytest.mark.scatter_orders
+def test_sum_without_init_backward_reads_the_forwards_targeted_mask(layout):
+  # Its data cotangent is 0 at the targeted slots: the forward's mask of
+  # them, a residual, where the backward scattered the targets again (an
+  # int per update element). The backward is a gather and a select, by
+  # rows where the indices are shared ("one off": all but one are, so the
+  # row test takes the elements).
+  rng = np.random.default_rng(17)
+  row = rng.integers(-50, 50, 200).astype(I32)
+  if layout == "elements":
+    data = rng.standard_normal((50,)).astype(F32)
+    indices = row
+  else:
+    data = rng.standard_normal((50, 8)).astype(F32)
+    indices = np.broadcast_to(row[:, None], (200, 8)).copy()
+    if layout == "one off":
+      indices[7, 3] = (indices[7, 3] + 1) % 50
+  updates = rng.standard_normal(indices.shape).astype(F32)
+  ct = rng.standard_normal(data.shape).astype(F32)
+  out, backward = jax.vjp(
+    lambda d, u: jaxops.scatter_elements_update(
+      d, indices, u, reduction="sum", use_init_val=False
+    ),
+    data,
+    updates,
+  )
+  # The residuals as arguments: closed over, XLA would fold them.
+  hlo = jax.jit(lambda b, c: b(c)).lower(backward, ct).compile().as_text()
+  assert " scatter(" not in hlo, hlo
+  assert_same(out, np_scatter_elements(data, indices, updates, 0, "sum", False))
+  ct_data, ct_updates = backward(ct)
+  columns = np.arange(data.size // 50)
+  target = (indices % 50) * columns.size + columns
+  targeted = np.isin(np.arange(data.size), target).reshape(data.shape)
+  assert_same(ct_data, np.where(targeted, 0, ct).astype(F32))
+  assert_same(ct_updates, ct.reshape(-1)[target])
+
+
 def test_the_fold_sorts_stably_when_no_packed_key_fits():
   # A slot count past 2**62 leaves no room for the position bits in 63:
   # the stable two-operand sort instead.
