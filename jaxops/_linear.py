@@ -11,7 +11,9 @@ all work. Why this is lean in reverse mode: docs/design.md#derivatives.
 `linear_with_transpose` is for the float `sum`/`sub` scatter reductions, whose
 tangent's JAX transpose would cost far more than a direct one: their serial
 fold transposes into a gather of each update's target, through
-`jaxops._transposable` (docs/design.md#fold-cost). With `moves=True` the
+`jaxops._transposable` (docs/design.md#fold-cost); `tangent_with_transpose`
+is that tangent alone, for a rule built on it (the sum without the initial
+value, docs/design.md#sum-without-init). With `moves=True` the
 primal of `linear_custom_jvp` moves narrow floats as their bits
 (`jaxops._bits`).
 """
