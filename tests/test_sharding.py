@@ -575,6 +575,7 @@ SHARD_MAP_CASES = [
     )
     for name, fn, make_args in [
       ("sums_ascending", _segment_sums, _ascending_segments),
+      ("sum_no_init", _segment_reduce("sum"), _small_segments),
       ("prod_no_init", _segment_reduce("prod"), _small_segments),
       ("mean_no_init", _segment_reduce("mean"), _small_segments),
     ]
